@@ -1,0 +1,324 @@
+"""Producer-side RecordBatch v2 builder (the layout is written out in :mod:`.layout`).
+
+A :class:`RecordBatchBuilder` collects records for one partition and turns them into one batch::
+
+    builder = RecordBatchBuilder(compression_type=CompressionType.LZ4, batch_size=16384)
+    result = builder.append(timestamp_ms, key, value, headers)   # None once the batch is full
+    builder.set_producer_state(producer_id, epoch, base_sequence, is_transactional)
+    data = builder.build()
+
+Records are encoded as they are appended, so the uncompressed size is always known exactly.
+As in Java's ``MemoryRecordsBuilder.hasRoomFor``, a record fits when the header plus the records
+so far plus the new record stay within ``batch_size``; the first record is always accepted, and
+the size check ignores compression (it is conservative for compressed batches).
+
+``build()`` may be called again after ``set_producer_state`` (a retry with a new epoch or
+sequence): the compressed records are kept, only the header and CRC are rewritten. No record can
+be appended after the first ``build()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence, Tuple, Union
+
+from .codecs import CompressionType, codec_for
+from .crc32c import crc32c
+from .layout import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER,
+    HEADER_SIZE,
+    INT16_RANGE,
+    INT32_RANGE,
+    INT64_RANGE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAX_RECORD_OVERHEAD,
+    NO_PARTITION_LEADER_EPOCH,
+    NULL_VARINT_SIZE,
+    TRANSACTIONAL_FLAG,
+    in_range,
+)
+from .varint import size_of_varint, write_varint
+
+BytesLike = Union[bytes, bytearray, memoryview]
+HeaderPair = Tuple[str, Union[BytesLike, None]]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Where an appended record went: its offset delta in the batch and its encoded size.
+
+    ``size`` counts every byte of the record, its length varint included.
+    """
+
+    offset_delta: int
+    size: int
+
+
+def _check_bytes(value: object, what: str) -> None:
+    """TypeError unless ``value`` is bytes, bytearray, memoryview or None."""
+    if value is not None and not isinstance(value, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{what} must be bytes, bytearray, memoryview or None, got {type(value).__name__}")
+
+
+def _nbytes(value: BytesLike) -> int:
+    return value.nbytes if isinstance(value, memoryview) else len(value)
+
+
+def _write_nullable(out: bytearray, value: BytesLike | None) -> None:
+    """A varint length (-1 for None) then the bytes."""
+    if value is None:
+        out.append(0x01)  # zig-zag -1
+        return
+    if isinstance(value, memoryview) and not value.contiguous:
+        value = value.tobytes()
+    write_varint(out, _nbytes(value))
+    out += value
+
+
+def _encoded_headers(headers: Iterable[HeaderPair] | None) -> list[tuple[bytes, BytesLike | None]]:
+    """Headers with UTF-8 encoded keys, validated; errors name the header index. None: no headers."""
+    encoded = []
+    for index, pair in enumerate(headers or ()):
+        try:
+            key, value = pair
+        except (TypeError, ValueError):
+            raise TypeError(f"header {index} must be a (key, value) pair, got {pair!r}") from None
+        if not isinstance(key, str):
+            raise TypeError(f"header {index} key must be str, got {type(key).__name__}")
+        _check_bytes(value, f"header {index} ({key!r}) value")
+        encoded.append((key.encode("utf-8"), value))
+    return encoded
+
+
+def _nullable_size(value: BytesLike | None) -> int:
+    if value is None:
+        return NULL_VARINT_SIZE
+    size = _nbytes(value)
+    return size_of_varint(size) + size
+
+
+class RecordBatchBuilder:
+    """Accumulates records and builds one magic-2 record batch; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        compression_type: CompressionType | int | str = CompressionType.NONE,
+        compression_level: int | None = None,
+        batch_size: int = 16384,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        is_transactional: bool = False,
+    ):
+        self._codec = codec_for(compression_type)
+        self._codec.check_available()
+        self._level = self._codec.validate_level(compression_level)
+        if not in_range(batch_size, (1, INT32_RANGE[1])):
+            raise ValueError(f"batch_size must be a positive int32, got {batch_size!r}")
+        self._batch_size = batch_size
+        self.set_producer_state(producer_id, producer_epoch, base_sequence, is_transactional)
+        self._records = bytearray()
+        self._records_size = 0  # kept after build() releases the raw records
+        self._count = 0
+        self._base_timestamp = 0
+        self._max_timestamp = 0
+        self._payload: bytes | None = None  # the (compressed) records section, once built
+
+    # --- state ----------------------------------------------------------------------------------
+
+    @property
+    def compression_type(self) -> CompressionType:
+        """The codec the records section is compressed with."""
+        return self._codec.type
+
+    @property
+    def record_count(self) -> int:
+        """Records appended so far."""
+        return self._count
+
+    @property
+    def estimated_size(self) -> int:
+        """Bytes of the batch as built before compression: header plus encoded records."""
+        return HEADER_SIZE + self._records_size
+
+    @property
+    def is_full(self) -> bool:
+        """Whether the batch holds a record and has no room left (Java ``isFull``)."""
+        return self._payload is not None or (self._count > 0 and self.estimated_size >= self._batch_size)
+
+    @property
+    def base_timestamp(self) -> int:
+        """Timestamp of the first record (0 while empty)."""
+        return self._base_timestamp
+
+    @property
+    def max_timestamp(self) -> int:
+        """Largest record timestamp so far (0 while empty)."""
+        return self._max_timestamp
+
+    def set_producer_state(
+        self, producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool
+    ) -> None:
+        """Set the idempotence/transaction fields; allowed until and after ``build()``."""
+        for name, value, bounds in (
+            ("producer_id", producer_id, INT64_RANGE),
+            ("producer_epoch", producer_epoch, INT16_RANGE),
+            ("base_sequence", base_sequence, INT32_RANGE),
+        ):
+            if not in_range(value, bounds):
+                raise ValueError(f"{name} {value!r} is out of range {bounds[0]}..{bounds[1]}")
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+        self._is_transactional = bool(is_transactional)
+
+    @property
+    def producer_id(self) -> int:
+        """Producer id written to the header (-1: none)."""
+        return self._producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        """Producer epoch written to the header (-1: none)."""
+        return self._producer_epoch
+
+    @property
+    def base_sequence(self) -> int:
+        """Sequence number of the first record (-1: none)."""
+        return self._base_sequence
+
+    @property
+    def is_transactional(self) -> bool:
+        """Whether the header's transactional bit is set."""
+        return self._is_transactional
+
+    # --- appending ------------------------------------------------------------------------------
+
+    def append(
+        self,
+        timestamp_ms: int,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: Sequence[HeaderPair] | None = (),
+    ) -> AppendResult | None:
+        """Add a record; ``None`` (and nothing added) when it would overflow ``batch_size``.
+
+        The first record is always accepted, however large. Raises ``TypeError`` for a key,
+        value or header of the wrong type, ``ValueError`` for a timestamp that does not fit.
+        """
+        if self._payload is not None:
+            raise RuntimeError("cannot append to a RecordBatchBuilder after build()")
+        _check_bytes(key, "key")
+        _check_bytes(value, "value")
+        encoded_headers = _encoded_headers(headers)
+        timestamp_delta = self._timestamp_delta(timestamp_ms)
+        body = self._encode_body(timestamp_delta, key, value, encoded_headers)
+        size = size_of_varint(len(body)) + len(body)
+        if self._count > 0 and self.estimated_size + size > self._batch_size:
+            return None
+        write_varint(self._records, len(body))
+        self._records += body
+        self._records_size += size
+        if self._count == 0:
+            self._base_timestamp = self._max_timestamp = timestamp_ms
+        elif timestamp_ms > self._max_timestamp:
+            self._max_timestamp = timestamp_ms
+        self._count += 1
+        return AppendResult(offset_delta=self._count - 1, size=size)
+
+    def _timestamp_delta(self, timestamp_ms: int) -> int:
+        """``timestamp_ms`` minus the base timestamp, checked to fit a varlong."""
+        if not in_range(timestamp_ms, INT64_RANGE):
+            raise ValueError(f"timestamp_ms must be an int64, got {timestamp_ms!r}")
+        delta = timestamp_ms - self._base_timestamp if self._count else 0
+        if not in_range(delta, INT64_RANGE):
+            raise ValueError(
+                f"timestamp {timestamp_ms} is too far from the base timestamp {self._base_timestamp}"
+            )
+        return delta
+
+    def _encode_body(
+        self,
+        timestamp_delta: int,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: list[tuple[bytes, BytesLike | None]],
+    ) -> bytearray:
+        """A record without its length prefix: attributes .. headers."""
+        body = bytearray(b"\x00")  # record attributes
+        write_varint(body, timestamp_delta)
+        write_varint(body, self._count)  # offset delta
+        _write_nullable(body, key)
+        _write_nullable(body, value)
+        write_varint(body, len(headers))
+        for header_key, header_value in headers:
+            write_varint(body, len(header_key))
+            body += header_key
+            _write_nullable(body, header_value)
+        return body
+
+    @staticmethod
+    def estimate_size_upper_bound(
+        key: BytesLike | None, value: BytesLike | None, headers: Sequence[HeaderPair] | None = ()
+    ) -> int:
+        """An upper bound on a batch holding only this record, before compression.
+
+        Java's ``DefaultRecordBatch.estimateBatchSizeUpperBound``: the batch header plus the
+        largest possible record overhead plus the sizes of key, value and headers.
+        """
+        _check_bytes(key, "key")
+        _check_bytes(value, "value")
+        size = HEADER_SIZE + MAX_RECORD_OVERHEAD + _nullable_size(key) + _nullable_size(value)
+        encoded = _encoded_headers(headers)
+        size += size_of_varint(len(encoded))
+        for header_key, header_value in encoded:
+            size += size_of_varint(len(header_key)) + len(header_key) + _nullable_size(header_value)
+        return size
+
+    # --- building -------------------------------------------------------------------------------
+
+    def build(self) -> bytes:
+        """The whole batch: header, CRC-32C and the (compressed) records section.
+
+        ``base_offset`` is 0 and ``partition_leader_epoch`` -1; the broker assigns both.
+        Raises ``ValueError`` for a builder with no records.
+        """
+        if self._count == 0:
+            raise ValueError("cannot build a record batch with no records")
+        if self._payload is None:
+            self._payload = self._codec.compress(self._records, self._level)
+            self._records = bytearray()  # the payload replaces the raw records
+        return self._assemble(self._payload)
+
+    def _attributes(self) -> int:
+        attributes = int(self._codec.type)
+        if self.is_transactional:
+            attributes |= TRANSACTIONAL_FLAG
+        return attributes
+
+    def _assemble(self, payload: bytes) -> bytes:
+        """Header + payload; the CRC runs over the header's tail then the payload, uncopied."""
+        header = bytearray(HEADER_SIZE)
+        HEADER.pack_into(
+            header, 0,
+            0,                           # base_offset
+            HEADER_SIZE + len(payload) - LOG_OVERHEAD,  # batch_length
+            NO_PARTITION_LEADER_EPOCH,
+            MAGIC,
+            0,                           # crc, filled below
+            self._attributes(),
+            self._count - 1,             # last_offset_delta
+            self._base_timestamp,
+            self._max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self._count,
+        )
+        crc = crc32c(payload, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+        header[CRC_OFFSET:ATTRIBUTES_OFFSET] = crc.to_bytes(4, "big")
+        return bytes(header) + payload
