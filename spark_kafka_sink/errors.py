@@ -160,6 +160,8 @@ _CODES = (
     (125, "INVALID_VOTER_KEY", False, False),
     (126, "DUPLICATE_VOTER", False, False),
     (127, "VOTER_NOT_FOUND", False, False),
+    (128, "INVALID_REGULAR_EXPRESSION", False, False),
+    (129, "REBOOTSTRAP_REQUIRED", False, False),
 )
 
 
@@ -222,6 +224,17 @@ class CorrelationIdMismatchError(ProtocolError):
 
 class UnsupportedVersionError(KafkaError):
     """No version of an API is supported by both this client and the broker."""
+
+
+class EncodeError(KafkaError, ValueError):
+    """A message body cannot be encoded: an unknown field, a wrong type, a value out of range,
+    or null where the version does not allow it."""
+
+
+class KafkaConnectionError(KafkaError):
+    """A connection to a broker failed: refused, reset, closed by the peer, or timed out."""
+
+    retriable = True
 
 
 class CorruptRecordError(KafkaError):

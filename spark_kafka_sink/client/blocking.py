@@ -1,0 +1,144 @@
+"""BlockingConnection: a small synchronous connection to one broker.
+
+For the embedded broker's readiness probe, admin-style calls and integration tests; the producer
+uses the selector-driven network client instead. On connect it negotiates versions with
+ApiVersions (at our highest version; on UNSUPPORTED_VERSION it retries at the version the broker
+names for ApiVersions, else v0, per KIP-511). One request at a time; all bytes go through
+ClientFraming. Every socket operation is bounded by ``timeout_s``. Any error closes the
+connection, and socket errors surface as KafkaConnectionError naming the address.
+"""
+
+from __future__ import annotations
+
+import socket
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from .. import __version__
+from ..errors import KafkaConnectionError, KafkaError, ProtocolError, raise_for_code
+from ..protocol.api import ApiMessage
+from ..protocol.apis import API_VERSIONS
+from ..protocol.frames import DEFAULT_MAX_FRAME_BYTES
+from ..protocol.framing import ClientFraming
+from ..protocol.values import Struct
+from ..protocol.versions import VersionRange, negotiate, ranges_from_api_versions
+
+_UNSUPPORTED_VERSION = 35
+_RECV_BYTES = 256 * 1024
+
+
+class BlockingConnection:
+    """A synchronous connection to one broker; a context manager."""
+
+    def __init__(self, host: str, port: int, *, client_id: str = "spark-kafka-sink",
+                 timeout_s: float = 10.0, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
+        self.address = f"{host}:{port}"
+        self.timeout_s = timeout_s
+        self._framing = ClientFraming(client_id, max_frame_bytes)
+        self._sock: socket.socket | None = None
+        self._versions: Mapping[int, VersionRange] = MappingProxyType({})
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout_s)
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as exc:
+            raise self._connection_error("connect", exc) from exc
+        try:
+            self._versions = MappingProxyType(self._fetch_api_versions())
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> "BlockingConnection":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    @property
+    def broker_versions(self) -> Mapping[int, VersionRange]:
+        """api_key -> the broker's supported VersionRange."""
+        return self._versions
+
+    def version_for(self, api: ApiMessage) -> int:
+        """The highest version of ``api`` both sides support (UnsupportedVersionError if none)."""
+        return negotiate(api, self._versions)
+
+    def request(self, api: ApiMessage, body: Mapping[str, Any] | Struct, *,
+                version: int | None = None) -> Struct:
+        """Send one request and wait for its response body."""
+        out = self._framing.send(api, self.version_for(api) if version is None else version, body)
+        self._send(out.data)
+        return self._receive()
+
+    def send_oneway(self, api: ApiMessage, body: Mapping[str, Any] | Struct, *,
+                    version: int | None = None) -> None:
+        """Send a request that gets no response (e.g. Produce with acks=0)."""
+        out = self._framing.send(api, self.version_for(api) if version is None else version,
+                                 body, expect_response=False)
+        self._send(out.data)
+
+    def close(self) -> None:
+        """Close the socket; safe to call twice."""
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+
+    # --- internals ----------------------------------------------------------------------------
+
+    def _fetch_api_versions(self) -> dict[int, VersionRange]:
+        response = self.request(API_VERSIONS, _api_versions_body(API_VERSIONS.max_version),
+                                version=API_VERSIONS.max_version)
+        if response.error_code == _UNSUPPORTED_VERSION:
+            theirs = ranges_from_api_versions(response).get(API_VERSIONS.api_key)
+            retry = min(theirs.max, API_VERSIONS.max_version) if theirs else 0
+            response = self.request(API_VERSIONS, _api_versions_body(retry), version=retry)
+        raise_for_code(response.error_code, f"ApiVersions from {self.address}")
+        return ranges_from_api_versions(response)
+
+    def _live_socket(self) -> socket.socket:
+        if self._sock is None:
+            raise KafkaConnectionError(f"the connection to {self.address} is closed")
+        return self._sock
+
+    def _send(self, data: bytes) -> None:
+        sock = self._live_socket()
+        try:
+            sock.sendall(data)
+        except OSError as exc:
+            self.close()
+            raise self._connection_error("send to", exc) from exc
+
+    def _receive(self) -> Struct:
+        sock = self._live_socket()
+        try:
+            while True:
+                response = self._framing.next_response()
+                if response is not None:
+                    return response.body
+                chunk = sock.recv(_RECV_BYTES)
+                self._framing.receive_data(chunk)
+                if not chunk:
+                    raise KafkaConnectionError(
+                        f"{self.address} closed the connection while "
+                        f"{self._framing.in_flight} request(s) awaited a response")
+        except OSError as exc:
+            self.close()
+            raise self._connection_error("receive from", exc) from exc
+        except ProtocolError as exc:
+            self.close()
+            raise type(exc)(f"{self.address}: {exc}") from None
+        except KafkaError:
+            self.close()
+            raise
+
+    def _connection_error(self, what: str, exc: OSError) -> KafkaConnectionError:
+        if isinstance(exc, TimeoutError):
+            return KafkaConnectionError(f"{what} {self.address} timed out after {self.timeout_s} s")
+        return KafkaConnectionError(f"{what} {self.address} failed: {exc}")
+
+
+def _api_versions_body(version: int) -> dict[str, str]:
+    """ApiVersions v3+ must name the client software (the broker validates both strings)."""
+    if version < 3:
+        return {}
+    return {"client_software_name": "spark-kafka-sink", "client_software_version": __version__}

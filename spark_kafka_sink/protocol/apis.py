@@ -1,0 +1,41 @@
+"""The registry of the Kafka APIs this client speaks, with the version ranges we declare.
+
+    API                     key  versions  flexible
+    Produce                   0    3-12      9+
+    Metadata                  3    4-13      9+
+    FindCoordinator          10    0-6       3+
+    SaslHandshake            17    0-1       none
+    ApiVersions              18    0-4       3+    (response header is always v0)
+    CreateTopics             19    2-7       5+
+    InitProducerId           22    3-5       2+
+    AddPartitionsToTxn       24    0-5       3+
+    EndTxn                   26    0-5       3+
+    SaslAuthenticate         36    0-2       2+
+"""
+
+from __future__ import annotations
+
+from .api import ApiMessage
+from .messages.api_versions import API_VERSIONS
+from .messages.create_topics import CREATE_TOPICS
+from .messages.find_coordinator import FIND_COORDINATOR
+from .messages.init_producer_id import INIT_PRODUCER_ID
+from .messages.metadata import METADATA
+from .messages.produce import PRODUCE
+from .messages.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from .messages.transactions import ADD_PARTITIONS_TO_TXN, END_TXN
+
+ALL_APIS: tuple[ApiMessage, ...] = (
+    PRODUCE, METADATA, FIND_COORDINATOR, SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS,
+    INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, SASL_AUTHENTICATE,
+)
+
+BY_KEY: dict[int, ApiMessage] = {api.api_key: api for api in ALL_APIS}
+
+BY_NAME: dict[str, ApiMessage] = {api.name: api for api in ALL_APIS}
+
+__all__ = [
+    "ALL_APIS", "BY_KEY", "BY_NAME", "API_VERSIONS", "METADATA", "PRODUCE", "INIT_PRODUCER_ID",
+    "CREATE_TOPICS", "FIND_COORDINATOR", "ADD_PARTITIONS_TO_TXN", "END_TXN", "SASL_HANDSHAKE",
+    "SASL_AUTHENTICATE",
+]

@@ -1,0 +1,297 @@
+"""Kafka protocol primitive types: a bounds-checked Reader and a Writer.
+
+Wire formats (integers are big-endian two's complement):
+
+    INT8 | INT16 | INT32 | INT64   1 | 2 | 4 | 8 bytes, signed
+    UINT16 | UINT32                2 | 4 bytes, unsigned
+    FLOAT64                        8 bytes, IEEE 754 double
+    BOOLEAN                        1 byte: 0 is false, anything else is true
+    UNSIGNED_VARINT                7 bits a byte, lowest group first; the high bit is set on every
+                                   byte but the last (at most 5 bytes for 32 bits, 10 for 64)
+    VARINT | VARLONG               zig-zag ((n << 1) ^ (n >> 31 | 63)), then UNSIGNED_VARINT
+    UUID                           16 bytes, most significant half first
+    STRING                         INT16 length N >= 0, then N bytes of UTF-8
+    NULLABLE_STRING                as STRING; length -1 is null
+    COMPACT_STRING                 UNSIGNED_VARINT N + 1, then N bytes of UTF-8
+    COMPACT_NULLABLE_STRING        as COMPACT_STRING; 0 is null
+    BYTES | NULLABLE_BYTES         INT32 length N (-1 is null), then N bytes
+    COMPACT_(NULLABLE_)BYTES       UNSIGNED_VARINT N + 1 (0 is null), then N bytes
+    RECORDS                        NULLABLE_BYTES (COMPACT_NULLABLE_BYTES in flexible versions)
+    ARRAY                          INT32 count N (-1 is null), then N elements
+    COMPACT_ARRAY                  UNSIGNED_VARINT N + 1 (0 is null), then N elements
+    TAGGED_FIELDS                  UNSIGNED_VARINT count, then for each field in ascending tag
+                                   order: UNSIGNED_VARINT tag, UNSIGNED_VARINT size, size bytes
+
+The Reader never raises IndexError or struct.error: running out of input, a negative length other
+than the null marker, or a length past the end raises ProtocolError with the offset.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+from ..errors import EncodeError, ProtocolError
+
+INT8 = struct.Struct(">b")
+INT16 = struct.Struct(">h")
+INT32 = struct.Struct(">i")
+INT64 = struct.Struct(">q")
+UINT8 = struct.Struct(">B")
+UINT16 = struct.Struct(">H")
+UINT32 = struct.Struct(">I")
+FLOAT64 = struct.Struct(">d")
+
+INT16_MAX = 0x7FFF
+INT32_MAX = 0x7FFFFFFF
+UINT32_MAX = 0xFFFFFFFF
+UINT64_MAX = 0xFFFFFFFFFFFFFFFF
+_INT32_MIN = -0x80000000
+_INT64_MIN = -0x8000000000000000
+_INT64_MAX = 0x7FFFFFFFFFFFFFFF
+
+
+# --- varints ----------------------------------------------------------------------------------
+
+def encode_uvarint(value: int) -> bytes:
+    """UNSIGNED_VARINT of ``0 <= value < 2**64``."""
+    if value < 0x80 and value >= 0:
+        return bytes((value,))
+    if not 0 <= value <= UINT64_MAX:
+        raise EncodeError(f"unsigned varint out of range: {value}")
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def zigzag32(value: int) -> int:
+    """Zig-zag encode a signed 32-bit integer."""
+    if not _INT32_MIN <= value <= INT32_MAX:
+        raise EncodeError(f"varint out of int32 range: {value}")
+    return ((value << 1) ^ (value >> 31)) & UINT32_MAX
+
+
+def zigzag64(value: int) -> int:
+    """Zig-zag encode a signed 64-bit integer."""
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise EncodeError(f"varlong out of int64 range: {value}")
+    return ((value << 1) ^ (value >> 63)) & UINT64_MAX
+
+
+def unzigzag(value: int) -> int:
+    """Undo zig-zag encoding."""
+    return (value >> 1) ^ -(value & 1)
+
+
+def encode_varint(value: int) -> bytes:
+    """VARINT: zig-zag int32 as an unsigned varint."""
+    return encode_uvarint(zigzag32(value))
+
+
+def encode_varlong(value: int) -> bytes:
+    """VARLONG: zig-zag int64 as an unsigned varint."""
+    return encode_uvarint(zigzag64(value))
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+class Reader:
+    """Reads primitives from a bytes-like object, from ``offset`` up to ``end``."""
+
+    __slots__ = ("_view", "_pos", "_end")
+
+    def __init__(self, data: bytes | bytearray | memoryview, offset: int = 0,
+                 end: int | None = None):
+        view = memoryview(data)
+        self._view = view if view.format == "B" and view.ndim == 1 else view.cast("B")
+        self._pos = offset
+        self._end = len(self._view) if end is None else end
+
+    @property
+    def offset(self) -> int:
+        return self._pos
+
+    @property
+    def remaining(self) -> int:
+        return self._end - self._pos
+
+    def _need(self, size: int) -> int:
+        pos = self._pos
+        if self._end - pos < size:
+            raise ProtocolError(
+                f"truncated: needed {size} bytes at offset {pos}, have {self._end - pos}")
+        self._pos = pos + size
+        return pos
+
+    def unpack(self, packer: struct.Struct):
+        """One fixed-size value read with a precompiled struct."""
+        return packer.unpack_from(self._view, self._need(packer.size))[0]
+
+    def int8(self) -> int:
+        return self.unpack(INT8)
+
+    def int16(self) -> int:
+        return self.unpack(INT16)
+
+    def int32(self) -> int:
+        return self.unpack(INT32)
+
+    def int64(self) -> int:
+        return self.unpack(INT64)
+
+    def uint16(self) -> int:
+        return self.unpack(UINT16)
+
+    def uint32(self) -> int:
+        return self.unpack(UINT32)
+
+    def float64(self) -> float:
+        return self.unpack(FLOAT64)
+
+    def boolean(self) -> bool:
+        return self.unpack(UINT8) != 0
+
+    def take(self, size: int) -> memoryview:
+        """The next ``size`` bytes as a zero-copy view."""
+        if size < 0:
+            raise ProtocolError(f"negative length {size} at offset {self._pos}")
+        pos = self._need(size)
+        return self._view[pos:pos + size]
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=bytes(self.take(16)))
+
+    def _uvarint(self, max_bytes: int, limit: int) -> int:
+        start = self._pos
+        value = shift = 0
+        for _ in range(max_bytes):
+            byte = self.unpack(UINT8)
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                if value > limit:
+                    break
+                return value
+            shift += 7
+        raise ProtocolError(f"malformed varint at offset {start}")
+
+    def uvarint(self) -> int:
+        """UNSIGNED_VARINT up to 32 bits."""
+        return self._uvarint(5, UINT32_MAX)
+
+    def varint(self) -> int:
+        return unzigzag(self._uvarint(5, UINT32_MAX))
+
+    def varlong(self) -> int:
+        return unzigzag(self._uvarint(10, UINT64_MAX))
+
+    def length(self, compact: bool, wide: bool = False) -> int:
+        """A length or count prefix; -1 is null. Other negative values raise ProtocolError."""
+        start = self._pos
+        if compact:
+            size = self.uvarint() - 1
+        else:
+            size = self.int32() if wide else self.int16()
+        if size < -1:
+            raise ProtocolError(f"negative length {size} at offset {start}")
+        return size
+
+    def nullable_string(self, compact: bool) -> str | None:
+        start = self._pos
+        size = self.length(compact)
+        if size < 0:
+            return None
+        try:
+            return str(self.take(size), "utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(f"invalid UTF-8 in string at offset {start}: {exc}") from None
+
+    def string(self, compact: bool) -> str:
+        start = self._pos
+        value = self.nullable_string(compact)
+        if value is None:
+            raise ProtocolError(f"null string at offset {start} where null is not allowed")
+        return value
+
+    def nullable_bytes(self, compact: bool) -> memoryview | None:
+        size = self.length(compact, wide=True)
+        return None if size < 0 else self.take(size)
+
+    def array_length(self, compact: bool) -> int:
+        """An array count (-1 is null), checked against the bytes left (each element >= 1 byte)."""
+        start = self._pos
+        count = self.length(compact, wide=True)
+        if count > self.remaining:
+            raise ProtocolError(f"array of {count} elements at offset {start} "
+                                f"but only {self.remaining} bytes remain")
+        return count
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+class Writer:
+    """Accumulates encoded parts; ``getvalue()`` joins them once."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self) -> None:
+        self._parts: list[bytes | bytearray | memoryview] = []
+
+    def getvalue(self) -> bytes:
+        return b"".join(self._parts)
+
+    def framed(self) -> bytes:
+        """Everything written, behind an INT32 size prefix, joined in one copy."""
+        size = sum(memoryview(part).nbytes for part in self._parts)
+        return b"".join([INT32.pack(size), *self._parts])
+
+    def raw(self, data: bytes | bytearray | memoryview) -> None:
+        self._parts.append(data)
+
+    def pack(self, packer: struct.Struct, value: int | float) -> None:
+        try:
+            self._parts.append(packer.pack(value))
+        except struct.error as exc:
+            raise EncodeError(f"cannot encode {value!r} as {packer.format}: {exc}") from None
+
+    def boolean(self, value: bool) -> None:
+        self._parts.append(b"\x01" if value else b"\x00")
+
+    def uvarint(self, value: int) -> None:
+        self._parts.append(encode_uvarint(value))
+
+    def varint(self, value: int) -> None:
+        self._parts.append(encode_varint(value))
+
+    def varlong(self, value: int) -> None:
+        self._parts.append(encode_varlong(value))
+
+    def uuid(self, value: uuid.UUID) -> None:
+        self._parts.append(value.bytes)
+
+    def length(self, size: int, compact: bool, wide: bool = False) -> None:
+        """A length or count prefix; ``-1`` writes null."""
+        if compact:
+            self.uvarint(size + 1)
+        else:
+            self.pack(INT32 if wide else INT16, size)
+
+    def nullable_string(self, value: str | None, compact: bool) -> None:
+        if value is None:
+            self.length(-1, compact)
+            return
+        data = value.encode("utf-8")
+        if not compact and len(data) > INT16_MAX:
+            raise EncodeError(f"string of {len(data)} bytes is longer than {INT16_MAX}")
+        self.length(len(data), compact)
+        self._parts.append(data)
+
+    def nullable_bytes(self, value: bytes | bytearray | memoryview | None, compact: bool) -> None:
+        if value is None:
+            self.length(-1, compact, wide=True)
+            return
+        size = memoryview(value).nbytes
+        self.length(size, compact, wide=True)
+        self._parts.append(value)
