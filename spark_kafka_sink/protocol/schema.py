@@ -72,8 +72,8 @@ class Field:
 
 
 @dataclass(frozen=True)
-class _Plan:
-    """How a struct is laid out at one version."""
+class Layout:
+    """How a struct is laid out at one version (``Schema.layout``); the encoder follows it."""
 
     regular: tuple[tuple[Field, bool], ...]   # (field, nullable) in wire order
     tagged: dict[int, tuple[Field, bool]]     # tag -> (field, nullable), ascending tags
@@ -90,7 +90,7 @@ class Schema:
         self.flexible_versions = _range(flexible_versions)
         self._by_name = {f.name: f for f in self.fields}
         self._names = frozenset(self._by_name)
-        self._plans: dict[int, _Plan] = {}
+        self._plans: dict[int, Layout] = {}
         self._zero: Struct | None = None
         if len(self._by_name) != len(self.fields):
             raise ValueError(f"{name}: duplicate field names")
@@ -136,7 +136,7 @@ class Schema:
 
     def write(self, w: Writer, value: Any, version: int, flexible: bool, nullable: bool) -> None:
         values = self._values(value)
-        plan = self._plan(version)
+        plan = self.layout(version)
         for f in plan.absent:
             item = values.get(f.name, _MISSING)
             if item is not _MISSING and not f.is_default(item):
@@ -152,7 +152,7 @@ class Schema:
             self._write_tagged(w, values, plan, version)
 
     def read(self, r: Reader, version: int, flexible: bool, nullable: bool) -> Struct:
-        plan = self._plan(version)
+        plan = self.layout(version)
         values = {f.name: f.default for f in self.fields}
         for f, nullable_here in plan.regular:
             try:
@@ -162,6 +162,24 @@ class Schema:
         if flexible:
             self._read_tagged(r, values, plan, version)
         return Struct(self.name, values)
+
+    def layout(self, version: int) -> Layout:
+        """The regular fields (in wire order), the tagged fields (by tag) and the absent fields
+        at ``version``, each with whether null is allowed there. Cached per version."""
+        plan = self._plans.get(version)
+        if plan is None:
+            regular, tagged, absent = [], {}, []
+            for f in self.fields:
+                nullable = version in f.nullable_versions
+                if version not in f.versions:
+                    absent.append(f)
+                elif version in f.tagged_versions:
+                    tagged[f.tag] = (f, nullable)
+                else:
+                    regular.append((f, nullable))
+            tagged = dict(sorted(tagged.items()))
+            plan = self._plans[version] = Layout(tuple(regular), tagged, tuple(absent))
+        return plan
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -177,23 +195,7 @@ class Schema:
                               f"known: {', '.join(self._by_name)}")
         return value
 
-    def _plan(self, version: int) -> _Plan:
-        plan = self._plans.get(version)
-        if plan is None:
-            regular, tagged, absent = [], {}, []
-            for f in self.fields:
-                nullable = version in f.nullable_versions
-                if version not in f.versions:
-                    absent.append(f)
-                elif version in f.tagged_versions:
-                    tagged[f.tag] = (f, nullable)
-                else:
-                    regular.append((f, nullable))
-            tagged = dict(sorted(tagged.items()))
-            plan = self._plans[version] = _Plan(tuple(regular), tagged, tuple(absent))
-        return plan
-
-    def _write_tagged(self, w: Writer, values: Mapping[str, Any], plan: _Plan,
+    def _write_tagged(self, w: Writer, values: Mapping[str, Any], plan: Layout,
                       version: int) -> None:
         chosen = []
         for tag, (f, nullable) in plan.tagged.items():
@@ -211,7 +213,7 @@ class Schema:
             w.uvarint(len(data))
             w.raw(data)
 
-    def _read_tagged(self, r: Reader, values: dict[str, Any], plan: _Plan,
+    def _read_tagged(self, r: Reader, values: dict[str, Any], plan: Layout,
                      version: int) -> None:
         for _ in range(r.uvarint()):
             tag = r.uvarint()
