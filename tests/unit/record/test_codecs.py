@@ -6,7 +6,10 @@ import gzip
 import random
 import sys
 
+import cramjam
+import lz4.frame as lz4_frame
 import pytest
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,9 +23,6 @@ from spark_kafka_sink.record.codecs import (
     codec_for,
 )
 
-cramjam = pytest.importorskip("cramjam")
-lz4_frame = pytest.importorskip("lz4.frame")
-zstandard = pytest.importorskip("zstandard")
 
 ALL = list(CompressionType)
 COMPRESSED = [t for t in CompressionType if t is not CompressionType.NONE]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
+import crc32c as crc32c_wheel
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from spark_kafka_sink.record.crc32c import PURE_ENV_VAR, crc32c, crc32c_pure
 
 crc_module = sys.modules["spark_kafka_sink.record.crc32c"]  # the module itself, for reloads
-wheel = pytest.importorskip("crc32c").crc32c
+wheel = crc32c_wheel.crc32c
 
 # Standard CRC-32C check values (RFC 3720 appendix B.4 for the 32-byte patterns; the
 # "123456789" check value of the Castagnoli parameter set; "a" from kafka-python's test_util.py).

@@ -1,0 +1,117 @@
+"""The ``spark-kafka-sink`` command.
+
+    spark-kafka-sink broker [--nodes N] [--kafka-version V] [--work-dir D] [--cache-dir D]
+
+``broker`` runs a real Apache Kafka cluster (KRaft) on loopback until Ctrl-C / SIGTERM, printing the
+``bootstrap.servers`` line first so scripts can read it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+from . import __version__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    return args.run(args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .embedded import DEFAULT_KAFKA_VERSION
+
+    parser = argparse.ArgumentParser(
+        prog="spark-kafka-sink",
+        description="Tools around spark-kafka-sink, a PySpark sink for Apache Kafka.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    broker = commands.add_parser(
+        "broker", help="run a local Apache Kafka broker or cluster (KRaft) until Ctrl-C",
+        description="Run real Apache Kafka nodes (combined broker+controller, KRaft) on 127.0.0.1 "
+                    "until Ctrl-C or SIGTERM. The Kafka jars are fetched from Maven Central on the "
+                    "first run (Maven, or the Ivy jar shipped with pyspark) and cached.")
+    broker.add_argument("--nodes", type=int, default=1, metavar="N",
+                        help="number of nodes (default 1; 3 gives replication factor 3, min ISR 2)")
+    broker.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION, metavar="V",
+                        help=f"Apache Kafka version (default {DEFAULT_KAFKA_VERSION})")
+    broker.add_argument("--work-dir", metavar="D",
+                        help="directory for the nodes' storage and logs (default: a temporary "
+                             "directory, removed on exit); kept on exit when given")
+    broker.add_argument("--cache-dir", metavar="D",
+                        help="jar cache root (default $SPARK_KAFKA_SINK_CACHE or "
+                             "~/.cache/spark-kafka-sink)")
+    broker.add_argument("--heap", default="384m", help="JVM heap per node (default 384m)")
+    broker.set_defaults(run=_run_broker)
+    return parser
+
+
+def _run_broker(args: argparse.Namespace) -> int:
+    from .embedded import BrokerLaunchError, EmbeddedKafka
+
+    if args.nodes < 1:
+        print("spark-kafka-sink broker: --nodes must be at least 1", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    started = threading.Event()
+
+    def on_signal(signum, frame) -> None:
+        if not started.is_set():
+            raise KeyboardInterrupt  # abort start(); it stops whatever it launched
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    cluster = EmbeddedKafka(args.nodes, version=args.kafka_version, work_dir=args.work_dir,
+                            cache_dir=args.cache_dir, heap=args.heap)
+    try:
+        _say(f"Starting Apache Kafka {args.kafka_version} (KRaft), {args.nodes} node(s) "
+             "(the first run fetches the jars from Maven Central)...", err=True)
+        try:
+            cluster.start()
+        except BrokerLaunchError as exc:
+            _say(f"spark-kafka-sink broker: {exc}", err=True)
+            return 1
+        except KeyboardInterrupt:
+            _say("Interrupted during start-up.", err=True)
+            return 130
+        started.set()
+        _report(cluster)
+        while not stop.wait(0.5):
+            dead = [node for node in cluster.nodes if not node.is_alive]
+            if dead:
+                for node in dead:
+                    _say(f"node {node.node_id} exited with code {node.exit_code}; log {node.log_path}:\n"
+                         f"{node.log_tail(30)}", err=True)
+                return 1
+        _say("Stopping...", err=True)
+        return 0
+    finally:
+        # SIGINT/SIGTERM stay caught until every node is stopped and reaped.
+        cluster.close(grace_s=15.0)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        _say("Stopped.", err=True)
+
+
+def _report(cluster) -> None:
+    _say(f"bootstrap.servers={cluster.bootstrap_servers}")
+    _say(f"cluster id {cluster.cluster_id}, Kafka {cluster.version}, started in "
+         f"{cluster.start_seconds:.1f} s, work dir {cluster.work_dir}")
+    for node in cluster.nodes:
+        _say(f"  node {node.node_id}: pid {node.pid}, port {node.port}, "
+             f"controller port {node.controller_port}, log {node.log_path}")
+    _say("Press Ctrl-C to stop.")
+
+
+def _say(text: str, err: bool = False) -> None:
+    stream = sys.stderr if err else sys.stdout
+    print(text, file=stream, flush=True)

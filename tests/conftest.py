@@ -1,0 +1,81 @@
+"""Shared fixtures: the real Apache Kafka the integration tests run against.
+
+``kafka``          one node for the whole session (or an external cluster, see below).
+``kafka_cluster``  three nodes (replication factor 3, min ISR 2) per test module, started only by
+                   the modules that ask for it; tests may kill and restart its nodes.
+
+The nodes' storage and logs live in pytest's temporary directory (``basetemp``/kafka-1node0/...,
+kept for the last three runs). If a broker cannot start, the fixture FAILS (it never skips), and
+the failure message carries the node's log tail.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import pytest
+
+from spark_kafka_sink.embedded import BrokerLaunchError, EmbeddedKafka
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """In CI (``CI`` set) a skipped test fails the run: broker and Spark tests must really run."""
+    if not os.environ.get("CI") or exitstatus != pytest.ExitCode.OK:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter else []
+    if skipped:
+        reporter.ensure_newline()
+        reporter.write_line(f"CI: {len(skipped)} test(s) skipped; skips are failures in CI:", red=True)
+        for report in skipped:
+            reporter.write_line(f"  {report.nodeid}: {report.longrepr}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@dataclass(frozen=True)
+class ExternalKafka:
+    """A cluster the tests did not start (``KAFKA_BOOTSTRAP``): only its address is known."""
+
+    bootstrap_servers: str
+    external: bool = True
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory):
+    """A single-node Apache Kafka (KRaft) for the session: ``kafka.bootstrap_servers``.
+
+    Set ``KAFKA_BOOTSTRAP=host:port[,host:port]`` to run the tests against an existing cluster
+    instead; the fixture then yields an :class:`ExternalKafka` with only ``bootstrap_servers``
+    (tests that need to control the nodes skip). Auto topic creation must be off there too,
+    since tests create their topics explicitly.
+    """
+    external = os.environ.get("KAFKA_BOOTSTRAP", "").strip()
+    if external:
+        yield ExternalKafka(external)
+        return
+    yield from _embedded(1, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster(tmp_path_factory):
+    """A 3-node Apache Kafka cluster (static voters, RF 3, min ISR 2), fresh for each module.
+
+    Always embedded (``KAFKA_BOOTSTRAP`` is ignored): fault tests kill and restart its nodes with
+    ``kill_node`` / ``stop_node`` / ``restart_node``. A test that takes a node down should bring
+    it back (``restart_node``) so later tests of the module see three brokers.
+    """
+    yield from _embedded(3, tmp_path_factory)
+
+
+def _embedded(nodes: int, tmp_path_factory):
+    cluster = EmbeddedKafka(nodes, work_dir=tmp_path_factory.mktemp(f"kafka-{nodes}node"))
+    try:
+        cluster.start()
+    except BrokerLaunchError as exc:
+        pytest.fail(f"the embedded Apache Kafka ({nodes} node(s)) did not start: "
+                    f"{type(exc).__name__}: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.close()

@@ -1,0 +1,68 @@
+"""Independent verification: read topics back with confluent-kafka (librdkafka), never our decoder."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError
+from confluent_kafka import TopicPartition as CkTopicPartition
+
+
+
+@dataclass(frozen=True)
+class ConsumedRecord:
+    """One record as confluent-kafka's consumer returned it."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list
+    timestamp_ms: int
+    timestamp_type: int
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, *, expected_count: int,
+                timeout_s: float = 60.0) -> dict[int, list[ConsumedRecord]]:
+    """Every record of ``topic``, per partition, read from the beginning with CRC checks on.
+
+    Returns once every partition has reached its end and at least ``expected_count`` records were
+    read; fails (AssertionError) after ``timeout_s`` with what it did read.
+    """
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"verify-{topic}",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "check.crcs": True,
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "earliest",
+    })
+    got: dict[int, list[ConsumedRecord]] = {p: [] for p in range(partitions)}
+    at_eof: set[int] = set()
+    try:
+        consumer.assign([CkTopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            total = sum(len(v) for v in got.values())
+            if len(at_eof) == partitions and total >= expected_count:
+                return got
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    at_eof.add(msg.partition())
+                    continue
+                raise AssertionError(f"consumer error on {topic}: {msg.error()}")
+            at_eof.discard(msg.partition())
+            ts_type, ts = msg.timestamp()
+            got[msg.partition()].append(ConsumedRecord(
+                partition=msg.partition(), offset=msg.offset(), key=msg.key(), value=msg.value(),
+                headers=list(msg.headers() or []), timestamp_ms=ts, timestamp_type=ts_type))
+        counts = {p: len(v) for p, v in got.items()}
+        raise AssertionError(f"timed out after {timeout_s}s reading {topic}: got {counts}, "
+                             f"expected {expected_count} in all, partitions at end: {sorted(at_eof)}")
+    finally:
+        consumer.close()
