@@ -17,23 +17,19 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_sink.client.blocking import BlockingConnection
 from spark_kafka_sink.embedded import (DEFAULT_KAFKA_VERSION, BrokerStartError, EmbeddedKafka,
                                        JarResolutionError, JavaNotFoundError, PortInUseError,
                                        StorageFormatError, resolve_kafka_jars)
 from spark_kafka_sink.embedded import cluster as cluster_module
 from spark_kafka_sink.embedded import jars as jars_module
-from spark_kafka_sink.protocol import apis
 
-from ..helpers import create_topic, wait_for
+from ..helpers import create_topic, metadata, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _broker_ids(port: int) -> list[int]:
-    with BlockingConnection("127.0.0.1", port, timeout_s=5) as conn:
-        resp = conn.request(apis.METADATA, {"topics": [], "allow_auto_topic_creation": False})
-    return sorted(b.node_id for b in resp.brokers)
+    return sorted(b.node_id for b in metadata(f"127.0.0.1:{port}", []).brokers)
 
 
 def _gone(pid: int) -> bool:
@@ -210,9 +206,7 @@ def test_three_nodes_spread_leaders_and_fail_over(kafka_cluster):
     cluster.kill_node(victim)
 
     def moved() -> dict[int, int] | None:
-        with BlockingConnection("127.0.0.1", survivor, timeout_s=5) as conn:
-            resp = conn.request(apis.METADATA, {"topics": [{"name": topic}],
-                                                "allow_auto_topic_creation": False})
+        resp = metadata(f"127.0.0.1:{survivor}", [topic])
         now = {p.partition_index: p.leader_id for p in resp.topics[0].partitions}
         brokers = {b.node_id for b in resp.brokers}
         if victim in brokers or any(now[p] in (victim, -1) for p in led):
