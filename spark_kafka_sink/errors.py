@@ -226,6 +226,13 @@ class UnsupportedVersionError(KafkaError):
     """No version of an API is supported by both this client and the broker."""
 
 
+class ConfigError(KafkaError, ValueError):
+    """A configuration property is unknown, malformed, out of range, or conflicts with another.
+
+    The message names the property and the allowed values; it never contains a secret's value.
+    """
+
+
 class EncodeError(KafkaError, ValueError):
     """A message body cannot be encoded: an unknown field, a wrong type, a value out of range,
     or null where the version does not allow it."""
