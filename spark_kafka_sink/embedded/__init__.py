@@ -20,7 +20,6 @@ _EXPORTS = {
     "resolve_kafka_jars": "jars",
     "EmbeddedKafka": "cluster",
     "KafkaNode": "node",
-    "MetadataView": "probe",
     "BrokerLaunchError": "errors",
     "BrokerStartError": "errors",
     "JarResolutionError": "errors",
@@ -51,4 +50,3 @@ if TYPE_CHECKING:
                          PortInUseError, StorageFormatError)
     from .jars import DEFAULT_KAFKA_VERSION, KafkaJars, resolve_kafka_jars
     from .node import KafkaNode
-    from .probe import MetadataView

@@ -30,7 +30,8 @@ from .jars import DEFAULT_KAFKA_VERSION, KafkaJars, resolve_kafka_jars
 from .java import find_java
 from .node import KafkaNode
 from .ports import check_free, free_ports
-from .probe import MetadataView, fetch_metadata
+from ..client.cluster import ClusterSnapshot
+from .probe import fetch_metadata
 
 _PROBE_TIMEOUT_S = 3.0
 _POLL_S = 0.1
@@ -171,7 +172,7 @@ class EmbeddedKafka:
 
     # --- metadata views --------------------------------------------------------------------
 
-    def metadata(self, topics: list[str] | None = None, timeout_s: float = 10.0) -> MetadataView:
+    def metadata(self, topics: list[str] | None = None, timeout_s: float = 10.0) -> ClusterSnapshot:
         """A fresh Metadata response from the first live node that answers."""
         last: Exception | None = None
         for node in self._nodes:
@@ -184,14 +185,14 @@ class EmbeddedKafka:
 
     def broker_ids(self) -> tuple[int, ...]:
         """The node ids of the live brokers, as Metadata reports them."""
-        return self.metadata([]).broker_ids
+        return tuple(sorted(self.metadata([]).nodes))
 
     def leaders(self, topic: str) -> dict[int, int]:
         """``{partition: leader node id}`` for ``topic`` from a fresh Metadata (-1: no leader)."""
-        view = self.metadata([topic])
-        if topic not in view.leaders:
-            raise KeyError(f"topic {topic!r}: Metadata error code {view.topic_errors.get(topic)}")
-        return dict(sorted(view.leaders[topic].items()))
+        snapshot = self.metadata([topic])
+        if topic not in snapshot.topics:
+            raise KeyError(f"topic {topic!r}: Metadata error code {snapshot.topic_error(topic)}")
+        return {p.partition: p.leader for p in snapshot.partitions_for(topic)}
 
     # --- start-up --------------------------------------------------------------------------
 
@@ -252,12 +253,12 @@ class EmbeddedKafka:
     def _all_listed(self) -> bool:
         """Every node answers Metadata, and every answer lists all N brokers."""
         expected = {node.node_id for node in self._nodes}
-        return all(set(fetch_metadata(n.port, [], timeout_s=_PROBE_TIMEOUT_S).broker_ids) >= expected
+        return all(set(fetch_metadata(n.port, [], timeout_s=_PROBE_TIMEOUT_S).nodes) >= expected
                    for n in self._nodes)
 
     def _lists_node(self, node: KafkaNode) -> bool:
         """``node`` answers Metadata, and every live node lists it."""
-        return all(node.node_id in fetch_metadata(n.port, [], timeout_s=_PROBE_TIMEOUT_S).broker_ids
+        return all(node.node_id in fetch_metadata(n.port, [], timeout_s=_PROBE_TIMEOUT_S).nodes
                    for n in self._nodes if n.is_alive)
 
     def _wait_until(self, ready: Callable[[], bool], deadline: float, watched: list[KafkaNode],

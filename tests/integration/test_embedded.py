@@ -64,7 +64,7 @@ def test_single_node_answers_metadata_with_one_broker(kafka):
     assert kafka.bootstrap_servers == f"127.0.0.1:{node.port}"
     assert _broker_ids(node.port) == [1]
     view = kafka.metadata([])
-    assert view.broker_ids == (1,) and view.controller_id == 1
+    assert tuple(view.nodes) == (1,) and view.controller_id == 1
     assert view.cluster_id == kafka.cluster_id
     assert node.is_alive and _state(node.pid) not in (None, "Z")
     assert node.log_mentions("Kafka Server started")
