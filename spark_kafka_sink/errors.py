@@ -244,6 +244,11 @@ class KafkaConnectionError(KafkaError):
     retriable = True
 
 
+class IllegalStateError(KafkaError, RuntimeError):
+    """An operation the current state does not allow: a send to a node that is not ready, a
+    connection state change the transition table forbids, or use after close."""
+
+
 class CorruptRecordError(KafkaError):
     """A record batch failed validation (CRC, framing, lengths) while decoding."""
 
@@ -262,3 +267,42 @@ class CodecUnavailableError(KafkaError):
 
 class BrokerLaunchError(KafkaError):
     """The embedded Apache Kafka broker could not be resolved, started or reached."""
+
+
+class InvalidPartitionError(KafkaError, ValueError):
+    """A record names a partition the topic does not have (negative, or not below the count)."""
+
+    def __init__(self, topic: str, partition: int, num_partitions: int):
+        self.topic = topic
+        self.partition = partition
+        self.num_partitions = num_partitions
+        super().__init__(f"invalid partition {partition} for topic {topic!r}: it has "
+                         f"{num_partitions} partition(s), so valid partitions are "
+                         f"0..{num_partitions - 1}")
+
+    def __reduce__(self):  # picklable (Spark ships errors from executors)
+        return (type(self), (self.topic, self.partition, self.num_partitions))
+
+
+# --- producer errors ------------------------------------------------------------------------
+
+class KafkaTimeoutError(KafkaError, TimeoutError):
+    """A producer deadline passed: a batch expired (``delivery.timeout.ms``), or an operation
+    could not finish within ``max.block.ms``. Retriable, as Java's ``TimeoutException``."""
+
+    retriable = True
+
+
+class BufferExhaustedError(KafkaTimeoutError):
+    """``buffer.memory`` stayed full for longer than ``max.block.ms`` while a send waited for room
+    (Java's ``BufferExhaustedException``)."""
+
+
+class ProducerClosedError(KafkaError):
+    """The producer (or its accumulator or buffer pool) was closed: no new record is accepted,
+    and sends still waiting for memory are failed."""
+
+
+class MetadataTimeoutError(KafkaTimeoutError):
+    """A topic's metadata did not arrive within ``max.block.ms``; the message names the topic and
+    the time waited (Java: "Topic t not present in metadata after 60000 ms")."""

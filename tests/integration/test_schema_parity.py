@@ -21,19 +21,16 @@ Needs ``javac`` (a JDK) and the Kafka jars; fails, never skips, without them.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from spark_kafka_sink.embedded.jars import resolve_kafka_jars
 from spark_kafka_sink.protocol import ALL_APIS, ApiMessage, Schema
 from spark_kafka_sink.protocol import types as t
 from spark_kafka_sink.protocol.schema import Field
+from ..javatools import compile_java
 
 SOURCE = Path(__file__).with_name("java") / "SchemaDump.java"
 
@@ -47,27 +44,11 @@ _VARIABLE = {t.StringType: ("STRING", "NULLABLE_STRING"), t.BytesType: ("BYTES",
 _EMPTY = ("", "bytes:")
 
 
-def _run(args: list[str], what: str) -> str:
-    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    if result.returncode != 0:
-        pytest.fail(f"{what} failed (exit {result.returncode}):\n{result.stderr[-4000:]}")
-    return result.stdout
-
-
 @pytest.fixture(scope="session")
 def kafka_schemas(tmp_path_factory) -> dict[int, dict]:
     """api_key -> SchemaDump's description of that API, for every API of ALL_APIS."""
-    javac = shutil.which("javac")
-    if javac is None:
-        pytest.fail("javac is not on PATH: this test compiles java/SchemaDump.java. Install a JDK "
-                    "17+ (e.g. `apt-get install openjdk-17-jdk-headless`).")
-    java = str(Path(javac).resolve().with_name("java"))
-    classpath = resolve_kafka_jars().classpath
-    classes = tmp_path_factory.mktemp("schema-dump")
-    _run([javac, "-d", str(classes), "-cp", classpath, str(SOURCE)], "javac SchemaDump.java")
-    keys = [str(api.api_key) for api in ALL_APIS]
-    out = _run([java, "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-                "-cp", f"{classpath}{os.pathsep}{classes}", "SchemaDump", *keys], "SchemaDump")
+    program = compile_java(SOURCE, tmp_path_factory.mktemp("schema-dump"))
+    out = program.run([str(api.api_key) for api in ALL_APIS])
     return {api["api_key"]: api for api in json.loads(out)["apis"]}
 
 

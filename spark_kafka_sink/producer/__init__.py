@@ -1,0 +1,1 @@
+"""The producer: partitioner, buffer pool, accumulator, sender and the KafkaProducer facade."""
