@@ -14,16 +14,15 @@ import socket
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .. import __version__
 from ..errors import KafkaConnectionError, KafkaError, ProtocolError, raise_for_code
 from ..protocol.api import ApiMessage
 from ..protocol.apis import API_VERSIONS
 from ..protocol.frames import DEFAULT_MAX_FRAME_BYTES
 from ..protocol.framing import ClientFraming
 from ..protocol.values import Struct
-from ..protocol.versions import VersionRange, negotiate, ranges_from_api_versions
+from ..protocol.versions import VersionRange, negotiate
+from .api_versions import FIRST_VERSION, api_versions_body, interpret_api_versions
 
-_UNSUPPORTED_VERSION = 35
 _RECV_BYTES = 256 * 1024
 
 
@@ -43,7 +42,7 @@ class BlockingConnection:
         except OSError as exc:
             raise self._connection_error("connect", exc) from exc
         try:
-            self._versions = MappingProxyType(self._fetch_api_versions())
+            self._versions = self._fetch_api_versions()
         except BaseException:
             self.close()
             raise
@@ -85,15 +84,17 @@ class BlockingConnection:
 
     # --- internals ----------------------------------------------------------------------------
 
-    def _fetch_api_versions(self) -> dict[int, VersionRange]:
-        response = self.request(API_VERSIONS, _api_versions_body(API_VERSIONS.max_version),
-                                version=API_VERSIONS.max_version)
-        if response.error_code == _UNSUPPORTED_VERSION:
-            theirs = ranges_from_api_versions(response).get(API_VERSIONS.api_key)
-            retry = min(theirs.max, API_VERSIONS.max_version) if theirs else 0
-            response = self.request(API_VERSIONS, _api_versions_body(retry), version=retry)
+    def _fetch_api_versions(self) -> Mapping[int, VersionRange]:
+        version = FIRST_VERSION
+        response = self.request(API_VERSIONS, api_versions_body(version), version=version)
+        outcome = interpret_api_versions(response, version)
+        if outcome.retry_version is not None:
+            version = outcome.retry_version
+            response = self.request(API_VERSIONS, api_versions_body(version), version=version)
+            outcome = interpret_api_versions(response, version)
         raise_for_code(response.error_code, f"ApiVersions from {self.address}")
-        return ranges_from_api_versions(response)
+        assert outcome.versions is not None
+        return outcome.versions
 
     def _live_socket(self) -> socket.socket:
         if self._sock is None:
@@ -135,10 +136,3 @@ class BlockingConnection:
         if isinstance(exc, TimeoutError):
             return KafkaConnectionError(f"{what} {self.address} timed out after {self.timeout_s} s")
         return KafkaConnectionError(f"{what} {self.address} failed: {exc}")
-
-
-def _api_versions_body(version: int) -> dict[str, str]:
-    """ApiVersions v3+ must name the client software (the broker validates both strings)."""
-    if version < 3:
-        return {}
-    return {"client_software_name": "spark-kafka-sink", "client_software_version": __version__}

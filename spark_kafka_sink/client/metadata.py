@@ -1,0 +1,300 @@
+"""Metadata: the producer's current view of the cluster, shared by user threads and the sender.
+
+User threads read :attr:`Metadata.snapshot` (an immutable :class:`ClusterSnapshot`, swapped whole
+on every update, so reads need no lock) and block in :meth:`Metadata.await_topic` on the first
+send to a topic. The network thread asks :meth:`time_to_next_update` when to refresh, sends a
+Metadata request for :attr:`topics`, and hands the answer to :meth:`update` (or reports
+:meth:`failed_update`). Every method that changes state holds one Condition, which also wakes
+the waiters.
+
+Refresh timing (all times are monotonic ms):
+
+- before the first successful update, and whenever an update was requested, one is due at once;
+  otherwise ``metadata.max.age.ms`` after the last successful one;
+- but never sooner than the refresh backoff after the last attempt: ``retry.backoff.ms`` after a
+  success, growing exponentially (×2, ±20%, up to ``retry.backoff.max.ms``) with consecutive
+  failures; a topic seen for the first time skips the backoff.
+
+Topics: the producer's topics are remembered with the time they were last used; a topic unused
+for ``metadata.max.idle.ms`` is dropped at the next update (and is fetched again if used again).
+A response that reports a retriable error for a topic or a partition (no leader yet, unknown
+topic) asks for another update, subject to the backoff.
+
+Errors for a topic that waiting cannot fix (TOPIC_AUTHORIZATION_FAILED, INVALID_TOPIC_EXCEPTION)
+and fatal errors (:meth:`fatal_error`, e.g. the broker supports no Metadata version we speak) are
+raised to the threads waiting in :meth:`await_topic`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from typing import Any, Callable, Iterable
+
+from ..clock import Clock
+from ..errors import (
+    BrokerResponseError, KafkaError, MetadataTimeoutError, UnknownBrokerError, for_code,
+)
+from .backoff import ExponentialBackoff, UniformSource
+from .cluster import ClusterSnapshot
+
+log = logging.getLogger(__name__)
+
+TOPIC_AUTHORIZATION_FAILED = 29
+INVALID_TOPIC_EXCEPTION = 17
+FATAL_TOPIC_ERRORS = frozenset({TOPIC_AUTHORIZATION_FAILED, INVALID_TOPIC_EXCEPTION})
+
+
+class Metadata:
+    """Thread-safe cluster metadata with refresh timing and topic tracking; see module doc."""
+
+    def __init__(self, bootstrap: Iterable[tuple[str, int]] | ClusterSnapshot, *,
+                 metadata_max_age_ms: int = 300_000, metadata_max_idle_ms: int = 300_000,
+                 retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
+                 rng: UniformSource | None = None):
+        self._snapshot = (bootstrap if isinstance(bootstrap, ClusterSnapshot)
+                          else ClusterSnapshot.bootstrap(bootstrap))
+        self._max_age_ms = metadata_max_age_ms
+        self._max_idle_ms = metadata_max_idle_ms
+        self._backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms,
+                                           rng=rng if rng is not None else random.Random())
+        self._cond = threading.Condition()
+        self._topics: dict[str, int] = {}          # topic -> when it expires (ms)
+        self._new_topics: set[str] = set()
+        self._version = 0
+        self._need_update = True
+        self._attempts = 0                         # failed attempts since the last success
+        self._allowed_at_ms: int | None = None     # no update before this (None: any time)
+        self._last_success_ms: int | None = None
+        self._fatal: KafkaError | None = None
+        self._closed = False
+        self._waker: Callable[[], None] | None = None
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    @property
+    def snapshot(self) -> ClusterSnapshot:
+        """The current immutable view (no lock needed)."""
+        return self._snapshot
+
+    @property
+    def update_version(self) -> int:
+        """Bumped by every successful update."""
+        return self._version
+
+    @property
+    def last_successful_update_ms(self) -> int | None:
+        return self._last_success_ms
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The topics to ask Metadata for, sorted."""
+        with self._cond:
+            return tuple(sorted(self._topics))
+
+    @property
+    def update_requested(self) -> bool:
+        return self._need_update
+
+    def time_to_next_update(self, now_ms: int) -> int:
+        """Ms until an update is due (0: now)."""
+        with self._cond:
+            if self._need_update or self._last_success_ms is None:
+                expires_in = 0
+            else:
+                expires_in = max(self._last_success_ms + self._max_age_ms - now_ms, 0)
+            allowed_in = 0 if self._allowed_at_ms is None else max(self._allowed_at_ms - now_ms, 0)
+            return max(expires_in, allowed_in)
+
+    # --- requests from the producer and the sender ----------------------------------------------
+
+    def set_waker(self, waker: Callable[[], None] | None) -> None:
+        """Called (outside the lock) when an update is wanted at once: wakes the sender's poll."""
+        self._waker = waker
+
+    def add_topic(self, topic: str, now_ms: int) -> bool:
+        """Track ``topic`` (or refresh its last use). True when it is new: an update is then
+        requested at once, skipping the backoff."""
+        with self._cond:
+            is_new = self._touch(topic, now_ms)
+        if is_new:
+            self._wake()
+        return is_new
+
+    def request_update(self, now_ms: int) -> int:
+        """Ask for an update as soon as the backoff allows (``now_ms`` is when the need arose,
+        kept for logging). Returns the current update version: an update has arrived once
+        :attr:`update_version` is above it."""
+        with self._cond:
+            self._need_update = True
+            log.debug("metadata update requested at %d ms (version %d)", now_ms, self._version)
+            return self._version
+
+    def await_topic(self, topic: str, max_wait_ms: int, clock: Clock, *,
+                    partition: int | None = None) -> ClusterSnapshot:
+        """Block until ``topic`` has partitions (more than ``partition`` when given); returns that
+        snapshot. Raises MetadataTimeoutError after ``max_wait_ms``, the topic's fatal error, or
+        KafkaError when the metadata is closed (see module doc)."""
+        start_ms = clock.monotonic_ms()
+        with self._cond:
+            self._raise_if_invalid(topic)
+            self._touch(topic, start_ms)
+            if _has_partition(self._snapshot, topic, partition):
+                return self._snapshot
+        while True:
+            version = self._request_update_for(topic)
+            self._wake()
+            with self._cond:
+                self._wait_for_version(version, topic, partition, max_wait_ms, start_ms, clock)
+                self._raise_for_topic(topic)
+                if _has_partition(self._snapshot, topic, partition):
+                    return self._snapshot
+                if clock.monotonic_ms() - start_ms >= max_wait_ms:
+                    raise self._timeout(topic, partition, max_wait_ms)
+
+    # --- updates from the network thread --------------------------------------------------------
+
+    def update(self, response: Any, now_ms: int) -> ClusterSnapshot:
+        """Apply a decoded Metadata response: a new snapshot, topic expiry, wake the waiters."""
+        snapshot = ClusterSnapshot.from_metadata_response(response)
+        with self._cond:
+            if self._closed:
+                return self._snapshot
+            self._version += 1
+            self._attempts = 0
+            self._last_success_ms = now_ms
+            self._new_topics.difference_update(t.name for t in response.topics)
+            self._expire_topics(now_ms)
+            self._need_update = _needs_another_update(response)
+            self._allowed_at_ms = now_ms + self._backoff.backoff(0)
+            if self._new_topics:      # added after this request went out: ask again at once
+                self._request_immediate_update()
+            self._snapshot = snapshot
+            self._cond.notify_all()
+        _log_topic_errors(response)
+        return snapshot
+
+    def failed_update(self, now_ms: int) -> None:
+        """An attempt failed (no node, a disconnect, an empty answer): back off before the next."""
+        with self._cond:
+            self._attempts += 1
+            self._allowed_at_ms = now_ms + self._backoff.backoff(self._attempts - 1)
+
+    def fatal_error(self, error: KafkaError) -> None:
+        """An error no retry can fix: raised once to the threads waiting in await_topic."""
+        with self._cond:
+            self._fatal = error
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """Wake every waiter with an error; later updates are ignored."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # --- internals (call with the lock held unless noted) -----------------------------------------
+
+    def _touch(self, topic: str, now_ms: int) -> bool:
+        is_new = topic not in self._topics
+        self._topics[topic] = now_ms + self._max_idle_ms
+        if is_new:
+            self._new_topics.add(topic)
+            self._request_immediate_update()
+        return is_new
+
+    def _request_immediate_update(self) -> None:
+        self._need_update = True
+        self._allowed_at_ms = None
+
+    def _request_update_for(self, topic: str) -> int:
+        """(Takes the lock.) A new topic skips the backoff; a known one waits for it."""
+        with self._cond:
+            self._need_update = True
+            if topic in self._new_topics:
+                self._allowed_at_ms = None
+            return self._version
+
+    def _wait_for_version(self, version: int, topic: str, partition: int | None,
+                          max_wait_ms: int, start_ms: int, clock: Clock) -> None:
+        while self._version <= version:
+            if self._closed:
+                raise _closed_error(topic)
+            if self._fatal is not None:
+                error, self._fatal = self._fatal, None
+                raise error
+            remaining_ms = max_wait_ms - (clock.monotonic_ms() - start_ms)
+            if remaining_ms <= 0 or not self._cond.wait(remaining_ms / 1000):
+                raise self._timeout(topic, partition, max_wait_ms)
+
+    def _raise_if_invalid(self, topic: str) -> None:
+        if self._snapshot.topic_error(topic) == INVALID_TOPIC_EXCEPTION:
+            raise _topic_error(INVALID_TOPIC_EXCEPTION, topic)
+
+    def _raise_for_topic(self, topic: str) -> None:
+        if self._closed:
+            raise _closed_error(topic)
+        code = self._snapshot.topic_error(topic)
+        if code in FATAL_TOPIC_ERRORS:
+            raise _topic_error(code, topic)
+
+    def _expire_topics(self, now_ms: int) -> None:
+        expired = [t for t, expires in self._topics.items()
+                   if expires <= now_ms and t not in self._new_topics]
+        for topic in expired:
+            del self._topics[topic]
+        if expired:
+            log.debug("stopped tracking metadata for topics unused for %d ms: %s",
+                      self._max_idle_ms, expired)
+
+    @staticmethod
+    def _timeout(topic: str, partition: int | None, max_wait_ms: int) -> MetadataTimeoutError:
+        if partition is None:
+            return MetadataTimeoutError(
+                f"Topic {topic} not present in metadata after {max_wait_ms} ms.")
+        return MetadataTimeoutError(f"Partition {partition} of topic {topic} is not present in "
+                                    f"metadata after {max_wait_ms} ms.")
+
+    def _wake(self) -> None:
+        waker = self._waker
+        if waker is not None:
+            waker()
+
+
+def _has_partition(snapshot: ClusterSnapshot, topic: str, partition: int | None) -> bool:
+    count = snapshot.partition_count(topic)
+    return bool(count) and (partition is None or partition < count)
+
+
+def _closed_error(topic: str) -> KafkaError:
+    return KafkaError(f"the producer's metadata was closed while waiting for topic {topic}")
+
+
+def _topic_error(code: int, topic: str) -> BrokerResponseError:
+    cls = for_code(code)
+    return cls(f"topic {topic}") if cls is not None else UnknownBrokerError(code, f"topic {topic}")
+
+
+def _needs_another_update(response: Any) -> bool:
+    """A retriable topic or partition error (no leader yet, unknown topic) calls for a retry."""
+    for topic in response.topics:
+        if _invalidates(topic.error_code):
+            return True
+        if not topic.error_code and any(_invalidates(p.error_code) for p in topic.partitions):
+            return True
+    return False
+
+
+def _invalidates(code: int) -> bool:
+    cls = for_code(code)
+    return cls is not None and cls.invalid_metadata
+
+
+def _log_topic_errors(response: Any) -> None:
+    """Errors a retry may fix (a topic being created) at debug level, the others as warnings."""
+    errors = {t.name: t.error_code for t in response.topics if t.error_code}
+    lasting = {name: code for name, code in errors.items() if not _invalidates(code)}
+    if lasting:
+        log.warning("Metadata reported errors for topics (name: error code): %s", lasting)
+    elif errors:
+        log.debug("Metadata reported retriable errors for topics (name: error code): %s", errors)

@@ -1,0 +1,81 @@
+"""MetadataUpdater: the network client's side of metadata refresh (Java's DefaultMetadataUpdater).
+
+It keeps at most one Metadata request in flight, builds its body (the tracked topics, never
+auto-creating them) and turns the outcome into :class:`Metadata` calls:
+
+- an answer with brokers            -> ``metadata.update``
+- an answer with no brokers, or a top-level error (a broker still starting) -> failed attempt
+- a disconnect or timeout before the answer -> failed attempt
+- no Metadata version both sides speak -> failed attempt and a fatal error for the waiters
+
+Any disconnect also asks for an update (it may come from stale metadata), and counts as a failed
+attempt when an update was due, so the refresh backs off instead of spinning. Which node to ask
+and whether to connect first is the network client's decision (``maybe_update_metadata``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..errors import KafkaError
+from .metadata import Metadata
+
+log = logging.getLogger(__name__)
+
+
+class MetadataUpdater:
+    """One Metadata request at a time, for ``metadata``; see module doc."""
+
+    def __init__(self, metadata: Metadata, request_timeout_ms: int):
+        self.metadata = metadata
+        self._request_timeout_ms = request_timeout_ms
+        self._in_progress = False
+
+    @property
+    def in_progress(self) -> bool:
+        return self._in_progress
+
+    def is_update_due(self, now_ms: int) -> bool:
+        """An update should be sent now (none is in flight and the metadata wants one)."""
+        return not self._in_progress and self.metadata.time_to_next_update(now_ms) == 0
+
+    def time_to_update(self, now_ms: int) -> int:
+        """Ms until a request should be sent: the metadata's timing, or a whole request timeout
+        while one is in flight (its answer or failure ends the wait earlier)."""
+        waiting = self._request_timeout_ms if self._in_progress else 0
+        return max(self.metadata.time_to_next_update(now_ms), waiting)
+
+    def request_body(self) -> dict[str, Any]:
+        """Metadata for the tracked topics (an empty list asks for brokers only)."""
+        return {"topics": [{"name": topic} for topic in self.metadata.topics],
+                "allow_auto_topic_creation": False}
+
+    def sent(self) -> None:
+        self._in_progress = True
+
+    def handle_response(self, response: Any, now_ms: int) -> None:
+        self._in_progress = False
+        top_level_error = getattr(response, "error_code", 0)
+        if top_level_error:
+            log.warning("Metadata answered with error code %d; will retry", top_level_error)
+            self.metadata.failed_update(now_ms)
+        elif not response.brokers:
+            log.debug("ignoring a Metadata response with no brokers")
+            self.metadata.failed_update(now_ms)
+        else:
+            self.metadata.update(response, now_ms)
+
+    def handle_failed_request(self, now_ms: int, fatal: KafkaError | None = None) -> None:
+        self._in_progress = False
+        self.metadata.failed_update(now_ms)
+        if fatal is not None:
+            self.metadata.fatal_error(fatal)
+
+    def handle_server_disconnect(self, now_ms: int, node_id: int) -> None:
+        node = self.metadata.snapshot.node(node_id)
+        if node is not None and node_id < 0:     # still bootstrapping: say which address failed
+            log.warning("bootstrap broker %s (node %d) disconnected", node.address, node_id)
+        if self.is_update_due(now_ms):
+            self.metadata.failed_update(now_ms)
+        self.metadata.request_update(now_ms)

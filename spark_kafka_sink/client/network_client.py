@@ -1,0 +1,413 @@
+"""NetworkClient: asynchronous request/response to many brokers over one Selector.
+
+Driven by one thread (the producer's sender)::
+
+    if client.ready(node_id, now_ms):        # connects when allowed; True once READY
+        client.send(ClientRequest(node_id, PRODUCE, body, created_ms=now_ms), now_ms)
+    for response in client.poll(timeout_ms, now_ms): ...
+
+``poll`` reads as its steps: maybe send a Metadata request, do the socket I/O, then handle
+completed sends (requests that expect no response complete here), completed receives, dropped
+connections, new connections, the ApiVersions handshakes to start, connection setup timeouts and
+request timeouts; finally it runs the callbacks and returns every completed request.
+
+Per node: a connection state (``connection_states``), a :class:`Connection` (framing and the
+broker's versions) while connected, and the in-flight requests (``in_flight``). Each connection
+negotiates ApiVersions before it is READY, and every request's version is negotiated against
+that connection's answer. A request whose connection drops completes with ``disconnected``; a
+request that outlives its timeout closes its connection (as Java: the broker may be stuck) and
+completes with ``timed_out``. A protocol error (bad frame, correlation id mismatch) closes the
+connection with the reason logged. Metadata refreshes go to the least-loaded node, one at a time,
+and take priority: while one is due, ``is_ready`` is false for every node.
+
+Not thread-safe, except :meth:`wakeup`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..clock import Clock
+from ..errors import (
+    CorrelationIdMismatchError, IllegalStateError, KafkaConnectionError, ProtocolError,
+    UnsupportedVersionError,
+)
+from ..protocol.apis import API_VERSIONS, METADATA
+from ..protocol.frames import DEFAULT_MAX_FRAME_BYTES
+from ..protocol.framing import Response
+from ..structs import Node
+from .api_versions import FIRST_VERSION, api_versions_body, interpret_api_versions
+from .connection import Connection
+from .connection_states import FOREVER_MS, ConnectionState, ConnectionStates
+from .in_flight import InFlightRequests
+from .metadata import Metadata
+from .metadata_updater import MetadataUpdater
+from .requests import ClientRequest, ClientResponse, InFlightRequest
+from .selector import PollResult, Selectable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class NetworkSettings:
+    """The client's settings, Java producer names and Kafka 4 defaults.
+    (``connections_max_idle_ms`` is the Selector's; it is here so one object carries them all.)"""
+
+    client_id: str = "spark-kafka-sink"
+    max_in_flight_requests_per_connection: int = 5
+    request_timeout_ms: int = 30_000
+    reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1000
+    socket_connection_setup_timeout_ms: int = 10_000
+    socket_connection_setup_timeout_max_ms: int = 30_000
+    connections_max_idle_ms: int = 540_000
+    send_buffer_bytes: int = 131_072
+    receive_buffer_bytes: int = 32_768
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+
+    @classmethod
+    def from_config(cls, config: Any, **overrides: Any) -> "NetworkSettings":
+        """From any object with these attribute names (``ProducerConfig`` has them all but
+        ``max_frame_bytes``)."""
+        values = {name: getattr(config, name) for name in cls.__dataclass_fields__
+                  if hasattr(config, name)}
+        values.update(overrides)
+        return cls(**values)
+
+
+class NetworkClient:
+    """Connections, in-flight requests, timeouts and metadata refresh; see module doc."""
+
+    def __init__(self, *, selector: Selectable, metadata: Metadata, clock: Clock,
+                 settings: NetworkSettings = NetworkSettings(), rng: random.Random | None = None):
+        self._selector = selector
+        self._metadata = metadata
+        self._clock = clock
+        self._settings = settings
+        self._rng = rng if rng is not None else random.Random()
+        self._states = ConnectionStates(
+            reconnect_backoff_ms=settings.reconnect_backoff_ms,
+            reconnect_backoff_max_ms=settings.reconnect_backoff_max_ms,
+            setup_timeout_ms=settings.socket_connection_setup_timeout_ms,
+            setup_timeout_max_ms=settings.socket_connection_setup_timeout_max_ms, rng=self._rng)
+        self._in_flight = InFlightRequests(settings.max_in_flight_requests_per_connection)
+        self._connections: dict[int, Connection] = {}
+        self._needs_api_versions: dict[int, int] = {}      # node -> ApiVersions version to send
+        self._updater = MetadataUpdater(metadata, settings.request_timeout_ms)
+        self._closed = False
+        metadata.set_waker(self.wakeup)
+
+    # --- readiness ------------------------------------------------------------------------------
+
+    def ready(self, node_id: int, now_ms: int) -> bool:
+        """True when a request can be sent to ``node_id`` now; otherwise starts connecting
+        when allowed (not in backoff, node known) and returns False."""
+        self._ensure_open()
+        if self.is_ready(node_id, now_ms):
+            return True
+        if self._states.can_connect(node_id, now_ms):
+            node = self._metadata.snapshot.node(node_id)
+            if node is not None:
+                self._initiate_connect(node, now_ms)
+        return False
+
+    def is_ready(self, node_id: int, now_ms: int) -> bool:
+        """READY, under the in-flight cap, and no metadata refresh is due (it goes first)."""
+        return not self._updater.is_update_due(now_ms) and self._can_send_request(node_id)
+
+    def connection_delay(self, node_id: int, now_ms: int) -> int:
+        """Ms before ``node_id`` could be ready: the reconnect backoff left when disconnected,
+        the setup timeout while connecting, "forever" (until an event) when connected."""
+        return self._states.connection_delay(node_id, now_ms)
+
+    def connection_failed(self, node_id: int) -> bool:
+        """The last connection to ``node_id`` failed or closed (it is not merely unknown)."""
+        return self._states.is_disconnected(node_id)
+
+    def in_flight_request_count(self, node_id: int | None = None) -> int:
+        return self._in_flight.count(node_id)
+
+    def least_loaded_node(self, now_ms: int) -> Node | None:
+        """The known node with the fewest in-flight requests among READY ones (an idle one at
+        once); else one whose connection is being set up; else the connectable node tried
+        longest ago. Never a node in reconnect backoff. The scan starts at a random node."""
+        nodes = list(self._metadata.snapshot.nodes.values())
+        if not nodes:
+            return None
+        offset = self._rng.randrange(len(nodes))
+        ready: Node | None = None
+        ready_load = 2**31
+        preparing: Node | None = None
+        connectable: Node | None = None
+        for i in range(len(nodes)):
+            node = nodes[(offset + i) % len(nodes)]
+            node_id = node.node_id
+            if self._can_send_request(node_id):
+                load = self._in_flight.count(node_id)
+                if load == 0:
+                    return node
+                if load < ready_load:
+                    ready, ready_load = node, load
+            elif self._states.is_preparing(node_id):
+                preparing = node
+            elif self._states.can_connect(node_id, now_ms) and (
+                    connectable is None or self._states.last_attempt_ms(node_id)
+                    < self._states.last_attempt_ms(connectable.node_id)):
+                connectable = node
+        return ready or preparing or connectable
+
+    # --- sending and polling --------------------------------------------------------------------
+
+    def send(self, request: ClientRequest, now_ms: int) -> None:
+        """Queue ``request`` on its node's connection (written during the next polls).
+
+        Raises IllegalStateError when the node is not ready (check ``ready`` first) and
+        UnsupportedVersionError when the broker and this client share no version of the API
+        (or not the one requested)."""
+        self._ensure_open()
+        node_id = request.node_id
+        if not self._can_send_request(node_id):
+            raise IllegalStateError(
+                f"node {node_id} is not ready for a request (connection "
+                f"{self._states.state(node_id).value}, {self._in_flight.count(node_id)} in flight)")
+        connection = self._connections[node_id]
+        version = connection.version_for(request.api, request.version)
+        self._do_send(request, connection, version, now_ms, internal=False)
+
+    def poll(self, timeout_ms: int, now_ms: int) -> list[ClientResponse]:
+        """Do the I/O (waiting up to ``timeout_ms``) and return the requests that completed."""
+        self._ensure_open()
+        metadata_timeout = self.maybe_update_metadata(now_ms)
+        result = self._selector.poll(self._poll_timeout(timeout_ms, metadata_timeout, now_ms))
+        now_ms = self._clock.monotonic_ms()
+        responses: list[ClientResponse] = []
+        self._handle_completed_sends(result, responses, now_ms)
+        self._handle_completed_receives(result, responses, now_ms)
+        self._handle_disconnections(result, responses, now_ms)
+        self._handle_connections(result)
+        self._handle_api_versions(now_ms)
+        self._handle_timed_out_connections(responses, now_ms)
+        self._handle_timed_out_requests(responses, now_ms)
+        _run_callbacks(responses)
+        return responses
+
+    def maybe_update_metadata(self, now_ms: int) -> int:
+        """Send a Metadata request (or connect for one) when due; ms until worth checking again."""
+        timeout = self._updater.time_to_update(now_ms)
+        if timeout > 0:
+            return timeout
+        node = self.least_loaded_node(now_ms)
+        if node is None:
+            log.debug("no node available for a Metadata request")
+            return self._settings.reconnect_backoff_ms
+        if self._can_send_request(node.node_id):
+            self._send_metadata_request(node.node_id, now_ms)
+            return self._settings.request_timeout_ms
+        if self._states.any_connecting():
+            return self._settings.reconnect_backoff_ms
+        if self._states.can_connect(node.node_id, now_ms):
+            log.debug("connecting to node %d for a Metadata request", node.node_id)
+            self._initiate_connect(node, now_ms)
+            return self._settings.reconnect_backoff_ms
+        return FOREVER_MS
+
+    def wakeup(self) -> None:
+        """Make a blocked ``poll`` return now. Safe from any thread."""
+        self._selector.wakeup()
+
+    def close(self) -> None:
+        """Close every connection and the metadata (waking its waiters). Requests still in flight
+        are dropped without completing: the sender drains them before it closes the client."""
+        if self._closed:
+            return
+        self._closed = True
+        self._metadata.set_waker(None)
+        self._selector.close()
+        self._metadata.close()
+
+    # --- poll steps -----------------------------------------------------------------------------
+
+    def _handle_completed_sends(self, result: PollResult, responses: list[ClientResponse],
+                                now_ms: int) -> None:
+        for node_id in result.completed_sends:
+            if not self._in_flight.count(node_id):
+                continue
+            request = self._in_flight.mark_written(node_id)
+            if not request.request.expect_response:
+                self._in_flight.complete_last_sent(node_id)
+                responses.append(request.completed(None, now_ms))
+
+    def _handle_completed_receives(self, result: PollResult, responses: list[ClientResponse],
+                                   now_ms: int) -> None:
+        for node_id, chunks in result.received.items():
+            connection = self._connections.get(node_id)
+            if connection is None:
+                continue
+            try:
+                self._receive(connection, chunks, responses, now_ms)
+            except ProtocolError as exc:
+                log.warning("closing the connection to node %d: protocol error: %s", node_id, exc)
+                self._close_connection(node_id, responses, now_ms)
+
+    def _handle_disconnections(self, result: PollResult, responses: list[ClientResponse],
+                               now_ms: int) -> None:
+        for node_id, reason in result.disconnected.items():
+            if self._states.state(node_id) is ConnectionState.DISCONNECTED:
+                continue          # already handled (closed after a protocol error) or unknown
+            log.info("node %d disconnected: %s", node_id, reason)
+            self._process_disconnection(node_id, responses, now_ms)
+
+    def _handle_connections(self, result: PollResult) -> None:
+        for node_id in result.connected:
+            log.debug("connected to node %d; fetching its API versions", node_id)
+            self._connections[node_id] = Connection(
+                node_id, self._settings.client_id, self._settings.max_frame_bytes)
+            self._needs_api_versions[node_id] = FIRST_VERSION
+
+    def _handle_api_versions(self, now_ms: int) -> None:
+        for node_id, version in list(self._needs_api_versions.items()):
+            if not self._in_flight.can_send_more(node_id):
+                continue
+            if self._states.is_connecting(node_id):
+                self._states.checking_api_versions(node_id)
+            del self._needs_api_versions[node_id]
+            request = ClientRequest(node_id, API_VERSIONS, api_versions_body(version),
+                                    created_ms=now_ms)
+            self._do_send(request, self._connections[node_id], version, now_ms, internal=True)
+
+    def _handle_timed_out_connections(self, responses: list[ClientResponse], now_ms: int) -> None:
+        for node_id in self._states.nodes_with_setup_timeout(now_ms):
+            log.info("disconnecting from node %d: connection setup took more than %d ms",
+                     node_id, self._states.setup_timeout_ms(node_id))
+            self._selector.close(node_id)
+            self._process_disconnection(node_id, responses, now_ms, timed_out=True)
+
+    def _handle_timed_out_requests(self, responses: list[ClientResponse], now_ms: int) -> None:
+        for node_id in self._in_flight.timed_out_nodes(now_ms):
+            log.info("disconnecting from node %d: a request got no response in time", node_id)
+            self._selector.close(node_id)
+            self._process_disconnection(node_id, responses, now_ms, timed_out=True)
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _can_send_request(self, node_id: int) -> bool:
+        return (self._states.is_ready(node_id) and node_id in self._connections
+                and self._in_flight.can_send_more(node_id))
+
+    def _initiate_connect(self, node: Node, now_ms: int) -> None:
+        log.debug("connecting to node %d at %s", node.node_id, node.address)
+        self._states.connecting(node.node_id, now_ms, node.address)
+        try:
+            self._selector.connect(node.node_id, node.host, node.port,
+                                   send_buffer_bytes=self._settings.send_buffer_bytes,
+                                   receive_buffer_bytes=self._settings.receive_buffer_bytes)
+        except KafkaConnectionError as exc:
+            log.warning("cannot connect to node %d: %s", node.node_id, exc)
+            self._states.disconnected(node.node_id, now_ms)
+            self._updater.handle_server_disconnect(now_ms, node.node_id)
+
+    def _send_metadata_request(self, node_id: int, now_ms: int) -> None:
+        connection = self._connections[node_id]
+        try:
+            version = connection.version_for(METADATA)
+        except UnsupportedVersionError as exc:
+            log.error("cannot refresh metadata: %s", exc)
+            self._updater.handle_failed_request(now_ms, fatal=exc)
+            return
+        request = ClientRequest(node_id, METADATA, self._updater.request_body(), created_ms=now_ms)
+        log.debug("sending Metadata v%d for %s to node %d", version, self._metadata.topics, node_id)
+        self._do_send(request, connection, version, now_ms, internal=True)
+        self._updater.sent()
+
+    def _do_send(self, request: ClientRequest, connection: Connection, version: int, now_ms: int,
+                 *, internal: bool) -> None:
+        out = connection.encode(request.api, version, request.body, request.expect_response)
+        timeout = request.request_timeout_ms
+        if timeout is None:
+            timeout = self._settings.request_timeout_ms
+        self._in_flight.add(InFlightRequest(request, out.correlation_id, version, now_ms, timeout,
+                                            internal))
+        self._selector.send(request.node_id, out.data)
+
+    def _receive(self, connection: Connection, chunks: list[bytes],
+                 responses: list[ClientResponse], now_ms: int) -> None:
+        """Complete the requests the chunks answer; stop if handling one closed the connection."""
+        node_id = connection.node_id
+        for chunk in chunks:
+            for response in connection.receive(chunk):
+                self._complete(node_id, response, responses, now_ms)
+                if self._connections.get(node_id) is not connection:
+                    return
+
+    def _complete(self, node_id: int, response: Response, responses: list[ClientResponse],
+                  now_ms: int) -> None:
+        request = self._in_flight.complete_next(node_id)
+        if request.correlation_id != response.correlation_id:
+            raise CorrelationIdMismatchError(
+                f"the response with correlation id {response.correlation_id} does not answer the "
+                f"oldest request in flight (correlation id {request.correlation_id})")
+        if not request.internal:
+            responses.append(request.completed(response.body, now_ms))
+        elif request.request.api is METADATA:
+            self._updater.handle_response(response.body, now_ms)
+        else:
+            self._handle_api_versions_response(request, response, responses, now_ms)
+
+    def _handle_api_versions_response(self, request: InFlightRequest, response: Response,
+                                      responses: list[ClientResponse], now_ms: int) -> None:
+        node_id = request.node_id
+        outcome = interpret_api_versions(response.body, request.version)
+        if outcome.versions is not None:
+            self._connections[node_id].set_versions(outcome.versions)
+            self._states.ready(node_id)
+            log.debug("node %d is ready", node_id)
+        elif outcome.retry_version is not None:
+            log.debug("node %d does not know ApiVersions v%d; retrying at v%d",
+                      node_id, request.version, outcome.retry_version)
+            self._needs_api_versions[node_id] = outcome.retry_version
+        else:
+            log.warning("closing the connection to node %d: ApiVersions failed: %s",
+                        node_id, outcome.error)
+            self._close_connection(node_id, responses, now_ms)
+
+    def _close_connection(self, node_id: int, responses: list[ClientResponse], now_ms: int) -> None:
+        self._selector.close(node_id)
+        self._process_disconnection(node_id, responses, now_ms)
+
+    def _process_disconnection(self, node_id: int, responses: list[ClientResponse], now_ms: int,
+                               *, timed_out: bool = False) -> None:
+        self._states.disconnected(node_id, now_ms)
+        self._connections.pop(node_id, None)
+        self._needs_api_versions.pop(node_id, None)
+        for request in self._in_flight.clear_all(node_id):
+            if not request.internal:
+                responses.append(request.disconnected(now_ms, timed_out=timed_out))
+            elif request.request.api is METADATA:
+                self._updater.handle_failed_request(now_ms)
+        self._updater.handle_server_disconnect(now_ms, node_id)
+
+    def _poll_timeout(self, timeout_ms: int, metadata_timeout_ms: int, now_ms: int) -> int:
+        """The wait bounded by the metadata timing and the nearest request or setup deadline."""
+        deadlines = (self._in_flight.next_deadline_ms(), self._states.next_setup_deadline_ms())
+        bound = min([timeout_ms, metadata_timeout_ms, self._settings.request_timeout_ms]
+                    + [max(d - now_ms, 0) + 1 for d in deadlines if d is not None])
+        return max(bound, 0)
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("the network client is closed")
+
+
+def _run_callbacks(responses: list[ClientResponse]) -> None:
+    for response in responses:
+        callback: Callable[[ClientResponse], None] | None = response.request.callback
+        if callback is None:
+            continue
+        try:
+            callback(response)
+        except Exception:                  # a callback must not break the network thread
+            log.exception("error in the completion callback of a %s request to node %d",
+                          response.request.api.name, response.node_id)

@@ -1,0 +1,219 @@
+"""Metadata: refresh timing, topic tracking and expiry, await_topic (success, timeout, errors)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from spark_kafka_sink.client.metadata import Metadata
+from spark_kafka_sink.errors import (
+    InvalidTopicExceptionError, KafkaError, KafkaTimeoutError, MetadataTimeoutError,
+    TopicAuthorizationFailedError, UnsupportedVersionError,
+)
+from spark_kafka_sink.protocol import METADATA
+
+from ..fakes import FakeClock
+from .fake_selector import metadata_body
+
+BROKERS = [(1, "b1", 9092), (2, "b2", 9092)]
+
+
+class NoJitter:
+    def uniform(self, a, b):
+        return (a + b) / 2
+
+
+def response(topics: dict, brokers=BROKERS, version: int = 12):
+    data = METADATA.encode_response(version, metadata_body(brokers, topics))
+    return METADATA.decode_response(version, data)
+
+
+def make(**kw) -> Metadata:
+    defaults = dict(metadata_max_age_ms=300_000, metadata_max_idle_ms=300_000,
+                    retry_backoff_ms=100, retry_backoff_max_ms=1000, rng=NoJitter())
+    return Metadata([("b1", 9092)], **{**defaults, **kw})
+
+
+def test_starts_from_bootstrap_and_wants_an_update_at_once():
+    md = make()
+    assert [n.node_id for n in md.snapshot.nodes.values()] == [-1]
+    assert md.time_to_next_update(5) == 0 and md.update_version == 0
+
+
+def test_refresh_every_max_age_with_backoff_after_success():
+    md = make(metadata_max_age_ms=10_000)
+    md.update(response({}), 1_000)
+    assert md.update_version == 1 and sorted(md.snapshot.nodes) == [1, 2]
+    assert md.time_to_next_update(1_000) == 10_000
+    assert md.time_to_next_update(10_999) == 1
+    assert md.time_to_next_update(11_000) == 0
+    assert md.request_update(1_010) == 1
+    assert md.time_to_next_update(1_010) == 90          # retry.backoff.ms since the last refresh
+    assert md.time_to_next_update(1_100) == 0
+
+
+def test_failed_attempts_back_off_exponentially_up_to_the_max():
+    md = make(retry_backoff_ms=100, retry_backoff_max_ms=1000)
+    waits = []
+    now = 0
+    for _ in range(6):
+        md.failed_update(now)
+        waits.append(md.time_to_next_update(now))
+        now += waits[-1]
+    assert waits == [100, 200, 400, 800, 1000, 1000]
+    md.update(response({}), now)
+    md.request_update(now)
+    assert md.time_to_next_update(now) == 100           # reset by the success
+
+
+def test_a_new_topic_skips_the_backoff_and_wakes_the_sender():
+    md = make()
+    wakes = []
+    md.set_waker(lambda: wakes.append(1))
+    md.update(response({}), 1_000)
+    assert md.add_topic("t", 1_001) is True
+    assert md.time_to_next_update(1_001) == 0 and wakes == [1]
+    assert md.add_topic("t", 1_002) is False and wakes == [1]
+    assert md.topics == ("t",)
+
+
+def test_unused_topics_expire_at_the_next_update():
+    md = make(metadata_max_idle_ms=5_000)
+    md.add_topic("old", 0)
+    md.add_topic("used", 0)
+    md.update(response({"old": 1, "used": 1}), 100)
+    md.add_topic("used", 4_000)                          # used again: its idle clock restarts
+    md.update(response({"old": 1, "used": 1}), 5_000)
+    assert md.topics == ("used",)
+    md.update(response({"used": 1}), 9_001)
+    assert md.topics == ()
+
+
+def test_a_new_topic_is_kept_and_asked_for_until_a_response_names_it():
+    md = make(metadata_max_idle_ms=5_000)
+    md.add_topic("t", 0)
+    md.update(response({}), 10_000)                      # sent before t was added
+    assert md.topics == ("t",)
+    assert md.time_to_next_update(10_000) == 0           # t is still wanted, no backoff
+    md.update(response({"t": 1}), 10_001)
+    assert md.time_to_next_update(10_001) == 300_000      # then only the periodic refresh
+
+
+def test_retriable_topic_or_partition_errors_ask_for_another_update():
+    md = make()
+    md.update(response({"t": (0, 3)}), 1_000)            # UNKNOWN_TOPIC_OR_PARTITION
+    assert md.update_requested and md.time_to_next_update(1_000) == 100
+    md.update(response({"t": 2}), 2_000)
+    assert not md.update_requested
+    md.update(response({"t": 2}, brokers=[(1, "b1", 9092)]), 3_000)
+    assert not md.update_requested
+
+
+def test_await_topic_returns_at_once_when_known():
+    clock = FakeClock()
+    md = make()
+    md.update(response({"t": 3}), clock.monotonic_ms())
+    snap = md.await_topic("t", 60_000, clock)
+    assert snap.partition_count("t") == 3 and md.topics == ("t",)
+
+
+def _update_later(md: Metadata, resp, delay_s: float = 0.05, times: int = 1) -> threading.Thread:
+    def run():
+        for _ in range(times):
+            time.sleep(delay_s)
+            md.update(resp, 0)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_await_topic_waits_for_the_update_that_brings_it():
+    clock = FakeClock()
+    md = make()
+    wakes = []
+    md.set_waker(lambda: wakes.append(1))
+    thread = _update_later(md, response({"t": 4}))
+    snap = md.await_topic("t", 10_000, clock)
+    thread.join(5)
+    assert snap.partition_count("t") == 4 and wakes
+    assert md.topics == ("t",)
+
+
+def test_await_topic_waits_for_a_high_enough_partition_count():
+    clock = FakeClock()
+    md = make()
+    md.update(response({"t": 2}), 0)
+    thread = _update_later(md, response({"t": 6}))
+    snap = md.await_topic("t", 10_000, clock, partition=5)
+    thread.join(5)
+    assert snap.partition_count("t") == 6
+
+
+def test_await_topic_times_out_naming_topic_and_wait():
+    clock = FakeClock()
+    md = make()
+    started = time.monotonic()
+    with pytest.raises(MetadataTimeoutError) as info:
+        md.await_topic("orders", 50, clock)
+    assert str(info.value) == "Topic orders not present in metadata after 50 ms."
+    assert isinstance(info.value, KafkaTimeoutError) and isinstance(info.value, TimeoutError)
+    assert time.monotonic() - started < 2
+
+
+def test_await_topic_times_out_by_the_clock_when_updates_never_bring_the_topic():
+    clock = FakeClock()
+    md = make()
+
+    def keep_updating():
+        for _ in range(40):
+            time.sleep(0.005)
+            clock.advance(10)
+            md.update(response({"t": (0, 3)}), clock.monotonic_ms())
+    thread = threading.Thread(target=keep_updating, daemon=True)
+    thread.start()
+    with pytest.raises(MetadataTimeoutError, match="Topic t not present in metadata after 100 ms"):
+        md.await_topic("t", 100, clock)
+    thread.join(5)
+
+
+@pytest.mark.parametrize("code, error", [(29, TopicAuthorizationFailedError),
+                                         (17, InvalidTopicExceptionError)])
+def test_await_topic_raises_the_topics_fatal_error(code, error):
+    clock = FakeClock()
+    md = make()
+    thread = _update_later(md, response({"t": (0, code)}))
+    with pytest.raises(error, match="topic t"):
+        md.await_topic("t", 10_000, clock)
+    thread.join(5)
+
+
+def test_an_invalid_topic_already_known_fails_without_waiting():
+    clock = FakeClock()
+    md = make()
+    md.update(response({"bad name": (0, 17)}), 0)
+    with pytest.raises(InvalidTopicExceptionError):
+        md.await_topic("bad name", 60_000, clock)
+
+
+def test_fatal_error_reaches_waiters_once():
+    clock = FakeClock()
+    md = make()
+    timer = threading.Timer(0.05, md.fatal_error, [UnsupportedVersionError("no Metadata")])
+    timer.start()
+    with pytest.raises(UnsupportedVersionError, match="no Metadata"):
+        md.await_topic("t", 10_000, clock)
+    with pytest.raises(MetadataTimeoutError):
+        md.await_topic("t", 20, clock)
+
+
+def test_close_wakes_waiters():
+    clock = FakeClock()
+    md = make()
+    timer = threading.Timer(0.05, md.close)
+    timer.start()
+    with pytest.raises(KafkaError, match="closed while waiting for topic t"):
+        md.await_topic("t", 10_000, clock)
+    md.update(response({"t": 1}), 0)                     # ignored after close
+    assert md.snapshot.partition_count("t") is None
