@@ -57,6 +57,14 @@ class AppendResult:
     size: int
 
 
+_SMALL_LIMIT = 1 << 13  # varints of 0 .. 8191 take one or two bytes
+_SMALL_VARINTS: tuple[bytes, ...] = tuple(
+    bytes([n << 1]) if n < 64 else bytes([((n << 1) & 0x7F) | 0x80, n >> 6])
+    for n in range(_SMALL_LIMIT))
+_NULL_VARINT = b"\x01"  # -1, a null key or value
+_INT64_MIN, _INT64_MAX = INT64_RANGE
+
+
 def _check_bytes(value: object, what: str) -> None:
     """TypeError unless ``value`` is bytes, bytearray, memoryview or None."""
     if value is not None and not isinstance(value, (bytes, bytearray, memoryview)):
@@ -209,9 +217,72 @@ class RecordBatchBuilder:
 
         The first record is always accepted, however large. Raises ``TypeError`` for a key,
         value or header of the wrong type, ``ValueError`` for a timestamp that does not fit.
+
+        The common record (``bytes`` or ``None`` key and value under 8 KiB, no headers, a small
+        non-negative timestamp delta) takes a fast path that sizes the record arithmetically and
+        writes it straight into the records buffer with precomputed varints; anything else takes
+        :meth:`_append_checked`. Both write identical bytes.
         """
         if self._payload is not None:
             raise RuntimeError("cannot append to a RecordBatchBuilder after build()")
+        if headers or type(timestamp_ms) is not int:
+            return self._append_checked(timestamp_ms, key, value, headers)
+        count = self._count
+        delta = timestamp_ms - self._base_timestamp if count else 0
+        if (not 0 <= delta < _SMALL_LIMIT or count >= _SMALL_LIMIT
+                or not _INT64_MIN <= timestamp_ms <= _INT64_MAX):
+            return self._append_checked(timestamp_ms, key, value, headers)
+        if key is None:
+            key_prefix, key_len = _NULL_VARINT, 0
+        elif type(key) is bytes and (key_len := len(key)) < _SMALL_LIMIT:
+            key_prefix = _SMALL_VARINTS[key_len]
+        else:
+            return self._append_checked(timestamp_ms, key, value, headers)
+        if value is None:
+            value_prefix, value_len = _NULL_VARINT, 0
+        elif type(value) is bytes and (value_len := len(value)) < _SMALL_LIMIT:
+            value_prefix = _SMALL_VARINTS[value_len]
+        else:
+            return self._append_checked(timestamp_ms, key, value, headers)
+        delta_varint = _SMALL_VARINTS[delta]
+        count_varint = _SMALL_VARINTS[count]
+        # attributes + timestamp delta + offset delta + key + value + header count
+        body_len = (2 + len(delta_varint) + len(count_varint) + len(key_prefix) + key_len
+                    + len(value_prefix) + value_len)
+        if body_len >= _SMALL_LIMIT:
+            return self._append_checked(timestamp_ms, key, value, headers)
+        length_varint = _SMALL_VARINTS[body_len]
+        size = len(length_varint) + body_len
+        if count and HEADER_SIZE + self._records_size + size > self._batch_size:
+            return None
+        records = self._records
+        records += length_varint
+        records.append(0)  # record attributes
+        records += delta_varint
+        records += count_varint
+        records += key_prefix
+        if key_len:
+            records += key
+        records += value_prefix
+        if value_len:
+            records += value
+        records.append(0)  # no headers
+        self._records_size += size
+        if not count:
+            self._base_timestamp = self._max_timestamp = timestamp_ms
+        elif timestamp_ms > self._max_timestamp:
+            self._max_timestamp = timestamp_ms
+        self._count = count + 1
+        return AppendResult(count, size)
+
+    def _append_checked(
+        self,
+        timestamp_ms: int,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: Sequence[HeaderPair] | None,
+    ) -> AppendResult | None:
+        """``append`` for any record: validates every field, encodes headers and wide varints."""
         _check_bytes(key, "key")
         _check_bytes(value, "value")
         encoded_headers = _encoded_headers(headers)
@@ -222,13 +293,17 @@ class RecordBatchBuilder:
             return None
         write_varint(self._records, len(body))
         self._records += body
+        self._commit(timestamp_ms, size)
+        return AppendResult(offset_delta=self._count - 1, size=size)
+
+    def _commit(self, timestamp_ms: int, size: int) -> None:
+        """Account for a record just written."""
         self._records_size += size
         if self._count == 0:
             self._base_timestamp = self._max_timestamp = timestamp_ms
         elif timestamp_ms > self._max_timestamp:
             self._max_timestamp = timestamp_ms
         self._count += 1
-        return AppendResult(offset_delta=self._count - 1, size=size)
 
     def _timestamp_delta(self, timestamp_ms: int) -> int:
         """``timestamp_ms`` minus the base timestamp, checked to fit a varlong."""

@@ -1,0 +1,576 @@
+"""RecordAccumulator: per-partition queues of batches between ``send()`` and the sender thread.
+
+What it does (Java's ``RecordAccumulator``; DESIGN.md §4):
+
+- ``append`` adds a record to the last open batch of its partition's deque, or starts a new batch
+  with memory from the :class:`~.buffer_pool.BufferPool` (which may block up to ``max_block_ms``).
+- ``ready`` names the leader nodes with something sendable: a partition's first batch is full,
+  or has waited ``linger.ms`` (a retried batch: its retry backoff instead), or a flush is in
+  progress, or memory is exhausted (senders are blocked in the pool), or the accumulator is
+  closed. It also gives the time until the next partition becomes sendable and the topics whose
+  leader is unknown. Muted partitions (a request in flight where order must be kept) are skipped.
+- ``drain`` takes, per ready node, the first batch of each of its partitions, up to
+  ``max_request_size`` bytes per node (the first batch always goes), starting at a partition
+  that rotates from call to call so none starves. With idempotence it stamps producer id, epoch
+  and sequence on each new batch at this moment, and holds back a partition whose sequence state
+  does not allow sending (see :mod:`.idempotence`). Drained batches are closed (bytes built).
+- ``expired_batches`` removes queued batches older than ``delivery.timeout.ms``; ``reenqueue`` puts a
+  retried batch back at the front (in sequence order with idempotence), with an exponential,
+  jittered backoff (KIP-580).
+
+Deviations from Java, on purpose: a partition held back by idempotence is skipped rather than
+ending the node's drain; the retry backoff is drawn once per retry (stored on the batch) instead of
+on every ``ready``/``drain`` call, so both see the same value; the leader-epoch shortcut that skips
+the backoff after a leader change is not implemented yet.
+
+Time: every ``now_ms`` is monotonic milliseconds (:mod:`spark_kafka_sink.clock`).
+
+Thread-safety contract
+----------------------
+- ``append`` is called from any number of user threads; everything else (``ready``, ``drain``,
+  ``expired_batches``, ``reenqueue``, ``mute``/``unmute``, ``deallocate``,
+  ``abort_incomplete_batches``) from the single sender thread. ``begin_flush``,
+  ``await_flush_completion``, ``close`` and the read-only queries may be called from any thread.
+- Each partition's deque has its own lock (Java synchronises on the deque). Every read or write
+  of a deque, and every append to a batch still in a deque, holds that lock. A drained batch is
+  the sender's alone.
+- The partition map is copy-on-write: a new partition copies it under a lock, readers iterate
+  the reference they got without locking.
+- Allocation from the pool (which may block) never holds a deque lock: ``append`` drops the lock,
+  allocates, retakes it and checks again whether another thread started a batch meanwhile.
+- ``closed`` is checked under the deque lock right before a record goes into a batch, so after
+  ``close()`` no append can slip into a deque that ``abort_incomplete_batches`` has already emptied.
+- The set of incomplete batches and the flush counter have one small lock each.
+- Muted partitions, drain indexes and node-latency stats belong to the sender thread.
+- Lock order: deque lock, then the incomplete-set lock. The pool lock is never taken under a
+  deque lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Optional
+
+from ..client.backoff import ExponentialBackoff
+from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import ProducerClosedError
+from ..record import CompressionType, RecordBatchBuilder
+from ..structs import TopicPartition
+from .buffer_pool import BufferPool
+from .future import RecordFuture, SendCallback
+from .idempotence import IdempotenceState
+from .producer_batch import ProducerBatch
+
+if TYPE_CHECKING:
+    from ..client.cluster import ClusterSnapshot
+    from .partitioner import StickyPartitioner, TopicView
+
+log = logging.getLogger(__name__)
+
+NO_DELAY_LIMIT_MS = (1 << 63) - 1
+"""``next_ready_check_delay_ms`` when nothing is waiting (Java's ``Long.MAX_VALUE``)."""
+
+
+# --- result objects ---------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class RecordAppendResult:
+    """What ``append`` did with a record.
+
+    ``future``: the record's future; ``batch_is_full``: the partition has a full batch (wake the
+    sender); ``new_batch_created``: the record started a batch (wake the sender, and the sticky
+    partitioner may switch); ``appended_bytes``: bytes the record added (the partitioner counts
+    them).
+
+    Treat as immutable. Not ``frozen``: a frozen dataclass costs ~0.5 µs more to construct (it
+    assigns through ``object.__setattr__``), and one is made per record.
+    """
+
+    future: RecordFuture
+    batch_is_full: bool
+    new_batch_created: bool
+    appended_bytes: int
+
+
+@dataclass(frozen=True)
+class ReadyCheckResult:
+    """Nodes with sendable data; ms until the next partition may become sendable
+    (``NO_DELAY_LIMIT_MS`` if none); topics with batches but no known leader."""
+
+    ready_nodes: frozenset[int]
+    next_ready_check_delay_ms: int
+    unknown_leader_topics: frozenset[str]
+
+
+class _PartitionQueue:
+    """One partition's batches, oldest first, and the lock that guards them."""
+
+    __slots__ = ("tp", "lock", "batches")
+
+    def __init__(self, tp: TopicPartition):
+        self.tp = tp
+        self.lock = threading.Lock()
+        self.batches: deque[ProducerBatch] = deque()
+
+
+# --- the accumulator ------------------------------------------------------------------------
+
+class RecordAccumulator:
+    """Per-partition deques of :class:`ProducerBatch`; see the module docstring."""
+
+    def __init__(self, *, batch_size: int, compression_type: CompressionType | int | str = "none",
+                 compression_level: int | None = None, linger_ms: int, retry_backoff_ms: int,
+                 retry_backoff_max_ms: int, delivery_timeout_ms: int, buffer_pool: BufferPool,
+                 clock: Clock = SYSTEM_CLOCK, idempotence: IdempotenceState | None = None,
+                 partitioner: Optional[StickyPartitioner] = None, rng: random.Random | None = None):
+        """``partitioner``: the sticky partitioner for records without a partition
+        (:meth:`append_sticky`); ``ready`` then feeds it queue sizes. ``rng``: retry jitter."""
+        self.batch_size = batch_size
+        self.linger_ms = linger_ms
+        self.delivery_timeout_ms = delivery_timeout_ms
+        # retry.backoff.ms doubling up to retry.backoff.max.ms, +-20 % jitter (KIP-580)
+        self.retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms,
+                                                rng=rng if rng is not None else random.Random())
+        self._compression_type = compression_type
+        self._compression_level = compression_level
+        RecordBatchBuilder(compression_type=compression_type, compression_level=compression_level,
+                           batch_size=batch_size)  # validate the codec and level now, not at append
+        self._pool = buffer_pool
+        self._clock = clock
+        self._idempotence = idempotence
+        self._partitioner = partitioner
+        self._topics: dict[str, dict[int, _PartitionQueue]] = {}  # copy-on-write
+        self._topics_lock = threading.Lock()
+        self._incomplete: set[ProducerBatch] = set()
+        self._incomplete_lock = threading.Lock()
+        self._flushes_in_progress = 0
+        self._flush_lock = threading.Lock()
+        self._closed = False
+        # sender thread only:
+        self._muted: set[TopicPartition] = set()
+        self._drain_index: dict[int, int] = {}
+        self._node_latency: dict[int, object] = {}
+        self._next_batch_expiry_ms = NO_DELAY_LIMIT_MS
+
+    # --- partition queues -----------------------------------------------------------------------
+
+    def _queue(self, topic: str, partition: int) -> _PartitionQueue | None:
+        partitions = self._topics.get(topic)
+        return None if partitions is None else partitions.get(partition)
+
+    def _queue_for(self, tp: TopicPartition) -> _PartitionQueue:
+        """The partition's queue, created (copy-on-write) on first use."""
+        queue = self._queue(tp.topic, tp.partition)
+        if queue is not None:
+            return queue
+        with self._topics_lock:
+            partitions = self._topics.get(tp.topic, {})
+            queue = partitions.get(tp.partition)
+            if queue is None:
+                queue = _PartitionQueue(tp)
+                topics = dict(self._topics)
+                topics[tp.topic] = {**partitions, tp.partition: queue}
+                self._topics = topics
+            return queue
+
+    def _all_queues(self) -> Iterable[_PartitionQueue]:
+        for partitions in self._topics.values():
+            yield from partitions.values()
+
+    # --- append ---------------------------------------------------------------------------------
+
+    def append(self, tp: TopicPartition, timestamp_ms: int, key, value, headers,
+               callback: SendCallback | None, max_block_ms: int, now_ms: int) -> RecordAppendResult:
+        """Add a record to ``tp``; may block up to ``max_block_ms`` for memory.
+
+        Raises :class:`ProducerClosedError` after ``close()``, :class:`BufferExhaustedError` when
+        no memory was freed in time, ``TypeError``/``ValueError`` for a malformed record.
+        """
+        queue = self._queue(tp.topic, tp.partition) or self._queue_for(tp)
+        with queue.lock:
+            result = self._try_append(queue, timestamp_ms, key, value, headers, callback, now_ms)
+            if result is not None:
+                return result
+        lease, now_ms = self._allocate(key, value, headers, max_block_ms, now_ms)
+        try:
+            with queue.lock:
+                result = self._append_new_batch(queue, lease, timestamp_ms, key, value, headers,
+                                                callback, now_ms)
+                if result.new_batch_created:
+                    lease = None  # the batch owns it now
+                return result
+        finally:
+            self._pool.deallocate(lease)
+
+    def append_sticky(self, topic: str, view: TopicView, timestamp_ms: int, key, value, headers,
+                      callback: SendCallback | None, max_block_ms: int,
+                      now_ms: int) -> RecordAppendResult:
+        """Append to the topic's sticky partition (a record with no partition and no key, KIP-794),
+        keeping the partitioner's byte count exact under concurrent appends, as Java does.
+        ``view``: the topic as the current metadata sees it. The partition chosen is
+        ``result.future.topic_partition``."""
+        partitioner = self._partitioner
+        if partitioner is None:
+            raise RuntimeError("append_sticky needs the accumulator to have a partitioner")
+        lease = None
+        try:
+            while True:
+                sticky = partitioner.peek(topic, view)
+                queue = self._queue(topic, sticky.partition) or \
+                    self._queue_for(TopicPartition(topic, sticky.partition))
+                with queue.lock:
+                    if self._sticky_changed(partitioner, topic, sticky, queue, view):
+                        continue
+                    result = self._try_append(queue, timestamp_ms, key, value, headers, callback, now_ms)
+                    if result is not None:
+                        partitioner.update_partition_info(topic, sticky, result.appended_bytes, view,
+                                                          enable_switch=self._all_full(queue))
+                        return result
+                if lease is None:
+                    lease, now_ms = self._allocate(key, value, headers, max_block_ms, now_ms)
+                with queue.lock:
+                    if self._sticky_changed(partitioner, topic, sticky, queue, view):
+                        continue
+                    result = self._append_new_batch(queue, lease, timestamp_ms, key, value, headers,
+                                                    callback, now_ms)
+                    if result.new_batch_created:
+                        lease = None
+                    partitioner.update_partition_info(topic, sticky, result.appended_bytes, view,
+                                                      enable_switch=self._all_full(queue))
+                    return result
+        finally:
+            self._pool.deallocate(lease)
+
+    @staticmethod
+    def _sticky_changed(partitioner, topic, sticky, queue: _PartitionQueue, view) -> bool:
+        """Java's ``partitionChanged``: switched by another thread, or a switch that was held back
+        while the last batch was open can happen now. Deque lock held."""
+        if partitioner.is_changed(topic, sticky):
+            return True
+        if RecordAccumulator._all_full(queue):
+            partitioner.update_partition_info(topic, sticky, 0, view, enable_switch=True)
+            return partitioner.is_changed(topic, sticky)
+        return False
+
+    @staticmethod
+    def _all_full(queue: _PartitionQueue) -> bool:
+        """Whether the deque has no open batch (only the last one can be open)."""
+        batches = queue.batches
+        return not batches or batches[-1].is_full
+
+    def _allocate(self, key, value, headers, max_block_ms: int, now_ms: int) -> tuple:
+        """A lease big enough for a batch starting with this record, and ``now_ms`` moved on by
+        the time the pool kept us waiting."""
+        size = max(self.batch_size, RecordBatchBuilder.estimate_size_upper_bound(key, value, headers))
+        before = self._clock.monotonic_ms()
+        lease = self._pool.allocate(size, max_block_ms)
+        return lease, now_ms + max(0, self._clock.monotonic_ms() - before)
+
+    def _try_append(self, queue: _PartitionQueue, timestamp_ms: int, key, value, headers,
+                    callback: SendCallback | None, now_ms: int) -> RecordAppendResult | None:
+        """Append to the last batch if it has room. Deque lock held."""
+        if self._closed:
+            raise ProducerClosedError("Producer closed while send in progress")
+        batches = queue.batches
+        if not batches:
+            return None
+        last = batches[-1]
+        future = last.try_append(timestamp_ms, key, value, headers, callback, now_ms)
+        if future is None:
+            last.close_for_appends()
+            return None
+        return RecordAppendResult(future, len(batches) > 1 or last.is_full, False,
+                                  last.last_append_size)
+
+    def _append_new_batch(self, queue: _PartitionQueue, lease, timestamp_ms: int, key, value,
+                          headers, callback: SendCallback | None, now_ms: int) -> RecordAppendResult:
+        """Start a batch with ``lease`` unless another thread did meanwhile. Deque lock held."""
+        result = self._try_append(queue, timestamp_ms, key, value, headers, callback, now_ms)
+        if result is not None:
+            return result  # someone else made a batch while we waited for memory
+        builder = RecordBatchBuilder(compression_type=self._compression_type,
+                                     compression_level=self._compression_level,
+                                     batch_size=lease.size)
+        batch = ProducerBatch(queue.tp, builder, now_ms, buffer=lease)
+        future = batch.try_append(timestamp_ms, key, value, headers, callback, now_ms)
+        queue.batches.append(batch)
+        with self._incomplete_lock:
+            self._incomplete.add(batch)
+        return RecordAppendResult(future, len(queue.batches) > 1 or batch.is_full, True,
+                                  batch.estimated_size_in_bytes)
+
+    # --- ready ----------------------------------------------------------------------------------
+
+    def ready(self, cluster: ClusterSnapshot, now_ms: int) -> ReadyCheckResult:
+        """Which leader nodes have sendable data; see the module docstring."""
+        ready_nodes: set[int] = set()
+        unknown_leader_topics: set[str] = set()
+        next_delay = NO_DELAY_LIMIT_MS
+        exhausted = self._pool.queued > 0
+        forced = exhausted or self._closed or self._flushes_in_progress > 0
+        feed_partitioner = self._partitioner is not None and self._partitioner.adaptive
+        for topic, partitions in self._topics.items():
+            loads = [] if feed_partitioner else None
+            for queue in partitions.values():
+                with queue.lock:
+                    if not queue.batches:
+                        first = None
+                    else:
+                        first = queue.batches[0]
+                        waited = first.waited_time_ms(now_ms)
+                        backing_off = first.is_backing_off(now_ms)
+                        full = len(queue.batches) > 1 or first.is_full
+                    queue_size = len(queue.batches)
+                leader = cluster.leader_for(queue.tp)
+                if loads is not None:
+                    loads.append((queue.tp.partition, queue_size, None if leader is None else leader.node_id))
+                if first is None:
+                    continue
+                if leader is None:
+                    unknown_leader_topics.add(topic)
+                    continue
+                if leader.node_id in ready_nodes or queue.tp in self._muted:
+                    continue
+                time_to_wait = first.retry_backoff_ms if backing_off else self.linger_ms
+                sendable = full or waited >= time_to_wait or forced
+                if sendable and not backing_off:
+                    ready_nodes.add(leader.node_id)
+                else:
+                    next_delay = min(next_delay, max(time_to_wait - waited, 0))
+            if loads is not None:
+                self._feed_partitioner(topic, loads, cluster)
+        return ReadyCheckResult(frozenset(ready_nodes), next_delay, frozenset(unknown_leader_topics))
+
+    def _feed_partitioner(self, topic: str, loads: list, cluster: ClusterSnapshot) -> None:
+        from .partitioner import PartitionQueue
+        count = cluster.partition_count(topic)
+        if count:
+            queues = [PartitionQueue(partition, size, leader) for partition, size, leader in loads]
+            self._partitioner.update_load_stats(topic, queues, count, self._node_latency)
+
+    def update_node_latency_stats(self, node_id: int, now_ms: int, can_drain: bool) -> None:
+        """Sender: ``node_id`` had data ready at ``now_ms`` (and could take it if ``can_drain``);
+        lets the adaptive partitioner avoid partitions of a node that stopped taking data."""
+        if self._partitioner is None or not self._partitioner.availability_timeout_ms:
+            return
+        from .partitioner import NodeLatency
+        previous = self._node_latency.get(node_id)
+        drain_ms = now_ms if can_drain or previous is None else previous.drain_time_ms
+        self._node_latency[node_id] = NodeLatency(ready_time_ms=now_ms, drain_time_ms=drain_ms)
+
+    # --- drain ----------------------------------------------------------------------------------
+
+    def drain(self, cluster: ClusterSnapshot, nodes: Iterable[int], max_request_size: int,
+              now_ms: int) -> dict[int, list[ProducerBatch]]:
+        """Batches to send now, per node id, each list within ``max_request_size`` bytes."""
+        return {node_id: self._drain_node(cluster, node_id, max_request_size, now_ms)
+                for node_id in nodes}
+
+    def _drain_node(self, cluster: ClusterSnapshot, node_id: int, max_size: int,
+                    now_ms: int) -> list[ProducerBatch]:
+        parts = cluster.partitions_for_node(node_id)
+        drained: list[ProducerBatch] = []
+        if not parts:
+            return drained
+        count = len(parts)
+        start = self._drain_index.get(node_id, 0) % count
+        next_start = (start + 1) % count  # a full round: the next call starts one further on
+        size = 0
+        for step in range(count):
+            index = (start + step) % count
+            tp = parts[index]
+            if tp in self._muted:
+                continue
+            queue = self._queue(tp.topic, tp.partition)
+            if queue is None:
+                continue
+            with queue.lock:
+                if not queue.batches:
+                    continue
+                first = queue.batches[0]
+                if first.is_backing_off(now_ms):
+                    continue
+                if drained and size + first.estimated_size_in_bytes > max_size:
+                    next_start = index  # this partition goes first next time
+                    break
+                if self._idempotence is not None:
+                    if not self._idempotence.can_drain(first):
+                        continue
+                    batch = queue.batches.popleft()
+                    self._idempotence.assign_producer_state(batch)
+                else:
+                    batch = queue.batches.popleft()
+            batch.close()  # builds the bytes: outside the lock, appenders need not wait for it
+            size += batch.size_in_bytes
+            drained.append(batch)
+            batch.drained(now_ms)
+        self._drain_index[node_id] = next_start
+        return drained
+
+    # --- expiry and retries ---------------------------------------------------------------------
+
+    def expired_batches(self, now_ms: int) -> list[ProducerBatch]:
+        """Remove and return queued batches created ``delivery.timeout.ms`` ago or earlier.
+
+        Only batches in the deques (never sent, or waiting for a retry); batches in flight are the
+        sender's to expire. The caller fails them (``batch.fail(batch.timeout_error(now_ms))``)
+        and deallocates them.
+        """
+        expired: list[ProducerBatch] = []
+        self._next_batch_expiry_ms = NO_DELAY_LIMIT_MS
+        for queue in self._all_queues():
+            with queue.lock:
+                batches = queue.batches
+                while batches:
+                    first = batches[0]
+                    if not first.has_reached_delivery_timeout(self.delivery_timeout_ms, now_ms):
+                        self._next_batch_expiry_ms = min(self._next_batch_expiry_ms,
+                                                         first.created_ms + self.delivery_timeout_ms)
+                        break
+                    batches.popleft()
+                    first.close_for_appends()
+                    expired.append(first)
+        return expired
+
+    @property
+    def next_expiry_time_ms(self) -> int:
+        """When the oldest queued batch expires, as of the last ``expired_batches`` call."""
+        return self._next_batch_expiry_ms
+
+    def reenqueue(self, batch: ProducerBatch, now_ms: int) -> None:
+        """Put a batch to retry back at the front of its deque (in sequence order with
+        idempotence), backing off exponentially from ``now_ms``. The delivery timeout is the
+        sender's to check before calling this."""
+        batch.reenqueued(now_ms, self.retry_backoff.backoff(batch.attempts))
+        queue = self._queue_for(batch.topic_partition)
+        with queue.lock:
+            if self._idempotence is not None:
+                self._insert_in_sequence_order(queue.batches, batch)
+            else:
+                queue.batches.appendleft(batch)
+
+    def _insert_in_sequence_order(self, batches: deque[ProducerBatch], batch: ProducerBatch) -> None:
+        """Java's ``insertInSequenceOrder``: ahead of every batch with a higher sequence or none.
+        Deque lock held."""
+        if not batch.has_sequence:
+            raise RuntimeError("Trying to re-enqueue a batch which doesn't have a sequence even "
+                               "though idempotency is enabled.")
+        if not self._idempotence.has_in_flight(batch.topic_partition):
+            raise RuntimeError("We are re-enqueueing a batch which is not tracked as part of the in "
+                               f"flight requests. batch.topic_partition: {batch.topic_partition}; "
+                               f"batch.base_sequence: {batch.base_sequence}")
+        earlier = []
+        while batches and batches[0].has_sequence and batches[0].base_sequence < batch.base_sequence:
+            earlier.append(batches.popleft())
+        batches.appendleft(batch)
+        batches.extendleft(reversed(earlier))
+
+    # --- muting ---------------------------------------------------------------------------------
+
+    def mute(self, tp: TopicPartition) -> None:
+        """Hold ``tp`` back from ``ready``/``drain`` (a request for it is in flight and order must
+        be kept: ``max.in.flight.requests.per.connection`` = 1)."""
+        self._muted.add(tp)
+
+    def unmute(self, tp: TopicPartition) -> None:
+        self._muted.discard(tp)
+
+    def is_muted(self, tp: TopicPartition) -> bool:
+        return tp in self._muted
+
+    # --- flush ----------------------------------------------------------------------------------
+
+    def begin_flush(self) -> None:
+        """Make every batch sendable now, until the matching ``await_flush_completion`` returns."""
+        with self._flush_lock:
+            self._flushes_in_progress += 1
+
+    @property
+    def flush_in_progress(self) -> bool:
+        return self._flushes_in_progress > 0
+
+    def await_flush_completion(self, timeout_ms: int | None = None) -> bool:
+        """Wait until every batch incomplete at the call is done and its callbacks have run;
+        ``False`` if ``timeout_ms`` passed first. Ends the flush begun by ``begin_flush``."""
+        try:
+            with self._incomplete_lock:
+                completions = [batch.completion for batch in self._incomplete]
+            deadline = None if timeout_ms is None else self._clock.monotonic_ms() + timeout_ms
+            for completion in completions:
+                remaining = None if deadline is None else max(0, deadline - self._clock.monotonic_ms())
+                if not completion.wait_settled(None if remaining is None else remaining / 1000):
+                    return False
+            return True
+        finally:
+            with self._flush_lock:
+                self._flushes_in_progress -= 1
+
+    # --- state ----------------------------------------------------------------------------------
+
+    def has_undrained(self) -> bool:
+        """Whether any batch waits in a deque."""
+        for queue in self._all_queues():
+            with queue.lock:
+                if queue.batches:
+                    return True
+        return False
+
+    def has_incomplete(self) -> bool:
+        """Whether any batch, queued or in flight, is not done yet."""
+        return bool(self._incomplete)
+
+    def queue_size(self, tp: TopicPartition) -> int:
+        """Batches waiting in ``tp``'s deque."""
+        queue = self._queue(tp.topic, tp.partition)
+        return 0 if queue is None else len(queue.batches)
+
+    def queued_batches(self, tp: TopicPartition) -> list[ProducerBatch]:
+        """A snapshot of ``tp``'s deque, oldest first."""
+        queue = self._queue(tp.topic, tp.partition)
+        if queue is None:
+            return []
+        with queue.lock:
+            return list(queue.batches)
+
+    @property
+    def buffer_pool(self) -> BufferPool:
+        return self._pool
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # --- release, abort, close ------------------------------------------------------------------
+
+    def deallocate(self, batch: ProducerBatch) -> None:
+        """A batch is done: forget it and give its memory back to the pool (once)."""
+        with self._incomplete_lock:
+            self._incomplete.discard(batch)
+        lease, batch.buffer = batch.buffer, None
+        self._pool.deallocate(lease)
+
+    def abort_incomplete_batches(self, exception: BaseException) -> None:
+        """Fail every batch not done yet, queued or in flight (a forced close), and free their
+        memory. Closes the accumulator first, so no append can add a batch behind the sweep."""
+        self.close()
+        aborted: list[ProducerBatch] = []
+        for queue in self._all_queues():
+            with queue.lock:
+                aborted.extend(queue.batches)
+                queue.batches.clear()
+        seen = set(aborted)
+        with self._incomplete_lock:
+            aborted.extend(batch for batch in self._incomplete if batch not in seen)
+        for batch in aborted:
+            batch.close_for_appends()
+            batch.fail(exception)
+            self.deallocate(batch)
+
+    def close(self) -> None:
+        """Accept no more records; every partition becomes sendable; blocked senders fail."""
+        self._closed = True
+        self._pool.close()

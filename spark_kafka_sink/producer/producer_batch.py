@@ -1,0 +1,267 @@
+"""ProducerBatch: one partition's records on their way to the broker (Java's ``ProducerBatch``).
+
+Life of a batch::
+
+    open --try_append()*--> open/full --close()--> closed (drained: bytes built, maybe in flight)
+         --reenqueued()--> closed, in retry (back in its deque, sent again after a backoff)
+         --complete()/fail()--> final (every record future resolved, every callback run once)
+
+- ``try_append`` returns ``None`` once the batch is full or closed; the accumulator then starts
+  a new batch.
+- ``close`` ends appends and builds the bytes; ``records()`` returns them. Producer state
+  (producer id, epoch, base sequence) may still change afterwards (a retry after an epoch bump);
+  the header and CRC are then rebuilt, the records are not.
+- The final state is set once. A second completion is ignored with a log line, as Java does for
+  FAILED -> SUCCEEDED (a batch expired while in flight and then succeeded); it never raises into
+  the sender.
+
+Times (``now_ms``, ``created_ms`` ...) are monotonic milliseconds (see ``spark_kafka_sink.clock``).
+
+Thread safety: a batch is guarded by its deque's lock while it is in the accumulator; once drained
+it belongs to the sender thread. Completion is thread safe (:class:`BatchCompletion`).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+
+from ..errors import KafkaTimeoutError
+from ..record import RecordBatchBuilder
+from ..structs import TopicPartition
+from .buffer_pool import MemoryLease
+from .future import INVALID_OFFSET, NO_TIMESTAMP, BatchCompletion, RecordFuture, SendCallback
+from .idempotence import increment_sequence
+
+log = logging.getLogger(__name__)
+
+NO_SEQUENCE = -1
+
+
+class FinalState(enum.Enum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class ProducerBatch:
+    """Records for one partition, their futures and their retry bookkeeping."""
+
+    __slots__ = ("topic_partition", "created_ms", "buffer", "completion", "attempts",
+                 "last_attempt_ms", "last_append_size", "drained_ms", "retry_backoff_ms",
+                 "in_flight", "_builder", "_last_append_ms", "_in_retry", "_appends_closed",
+                 "_closed", "_size_in_bytes", "_sequence_reset", "_final_state")
+
+    def __init__(self, tp: TopicPartition, builder: RecordBatchBuilder, created_ms: int, *,
+                 buffer: MemoryLease | None = None):
+        """``buffer``: the pool lease that pays for this batch (returned by the accumulator)."""
+        self.topic_partition = tp
+        self.created_ms = created_ms
+        self.buffer = buffer
+        self.completion = BatchCompletion(tp)
+        self.attempts = 0
+        self.last_append_size = 0  # bytes the last successful try_append added
+        self.last_attempt_ms = created_ms
+        self.drained_ms = created_ms
+        self.retry_backoff_ms = 0  # the backoff before the current retry (set by the accumulator)
+        self.in_flight = False  # set by the sender while a request carries this batch
+        self._builder = builder
+        self._last_append_ms = created_ms
+        self._in_retry = False
+        self._appends_closed = False
+        self._closed = False
+        self._size_in_bytes = 0
+        self._sequence_reset = False
+        self._final_state: FinalState | None = None
+
+    # --- appending ------------------------------------------------------------------------------
+
+    def try_append(self, timestamp_ms: int, key, value, headers, callback: SendCallback | None,
+                   now_ms: int) -> RecordFuture | None:
+        """Append a record; its future, or ``None`` when the batch is full or closed."""
+        if self._appends_closed:
+            return None
+        appended = self._builder.append(timestamp_ms, key, value, headers)
+        if appended is None:
+            return None
+        self._last_append_ms = now_ms
+        self.last_append_size = appended.size
+        future = RecordFuture(self.completion, appended.offset_delta, timestamp_ms,
+                              -1 if key is None else len(key),
+                              -1 if value is None else len(value), callback)
+        if callback is not None:
+            self.completion._watchers.append(future)  # BatchCompletion.watch, inlined (hot path)
+        return future
+
+    @property
+    def record_count(self) -> int:
+        return self._builder.record_count
+
+    @property
+    def estimated_size_in_bytes(self) -> int:
+        """Bytes of the batch before compression (header included)."""
+        return self._builder.estimated_size
+
+    @property
+    def is_full(self) -> bool:
+        """No room for another record, or closed for appends (Java's ``isFull``)."""
+        return self._appends_closed or self._builder.is_full
+
+    @property
+    def initial_capacity(self) -> int:
+        """The bytes leased from the pool for this batch."""
+        return 0 if self.buffer is None else self.buffer.size
+
+    # --- closing and bytes ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """No more appends; build the bytes (once). Also ends a sequence reset, as in Java: a
+        batch whose sequence was rewritten is "reset" only until it is drained again."""
+        self._appends_closed = True
+        if not self._closed:
+            self._closed = True
+            self._size_in_bytes = len(self._builder.build())
+        self._sequence_reset = False
+
+    def close_for_appends(self) -> None:
+        """No more appends (a record did not fit); the bytes are built later, at drain."""
+        self._appends_closed = True
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether the batch was closed (drained at least once): its bytes are built."""
+        return self._closed
+
+    def records(self) -> bytes:
+        """The whole record batch as sent (header with the current producer state + records).
+
+        Not cached: the builder keeps the (compressed) records, and rebuilding is a header, a
+        CRC and one copy, so a drained batch holds its bytes once, not twice."""
+        if not self._closed:
+            raise RuntimeError(f"{self!r} must be closed before its records are sent")
+        return self._builder.build()
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of the built batch (compressed), known once closed; the estimate before that."""
+        return self._size_in_bytes or self._builder.estimated_size
+
+    # --- producer state (idempotence) -----------------------------------------------------------
+
+    def set_producer_state(self, producer_id: int, epoch: int, base_sequence: int,
+                           is_transactional: bool) -> None:
+        """Stamp the producer id, epoch and base sequence (at drain, or on a sequence rewrite)."""
+        self._builder.set_producer_state(producer_id, epoch, base_sequence, is_transactional)
+
+    def reset_producer_state(self, producer_id: int, epoch: int, base_sequence: int) -> None:
+        """Rewrite the producer state of a batch already sent (after an epoch bump)."""
+        log.info("Resetting sequence number of batch with current sequence %d for partition %s to %d",
+                 self.base_sequence, self.topic_partition, base_sequence)
+        self._sequence_reset = True
+        self._builder.set_producer_state(producer_id, epoch, base_sequence, self.is_transactional)
+
+    @property
+    def producer_id(self) -> int:
+        return self._builder.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self._builder.producer_epoch
+
+    @property
+    def base_sequence(self) -> int:
+        return self._builder.base_sequence
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record, wrapping past int32 max as the broker does."""
+        return increment_sequence(self.base_sequence, self.record_count - 1)
+
+    @property
+    def has_sequence(self) -> bool:
+        return self._builder.base_sequence != NO_SEQUENCE
+
+    @property
+    def is_transactional(self) -> bool:
+        return self._builder.is_transactional
+
+    @property
+    def sequence_has_been_reset(self) -> bool:
+        """Whether the sequence was rewritten since the batch was last drained."""
+        return self._sequence_reset
+
+    # --- retries and timing ---------------------------------------------------------------------
+
+    @property
+    def in_retry(self) -> bool:
+        """Whether the batch was sent and came back for another attempt."""
+        return self._in_retry
+
+    def reenqueued(self, now_ms: int, backoff_ms: int = 0) -> None:
+        """Record a retry: one more attempt, backing off ``backoff_ms`` from ``now_ms``."""
+        self.attempts += 1
+        self.last_attempt_ms = max(self._last_append_ms, now_ms)
+        self._last_append_ms = max(self._last_append_ms, now_ms)
+        self.retry_backoff_ms = backoff_ms
+        self._in_retry = True
+
+    def drained(self, now_ms: int) -> None:
+        self.drained_ms = max(self.drained_ms, now_ms)
+
+    def waited_time_ms(self, now_ms: int) -> int:
+        """Time since creation, or since the last retry was enqueued."""
+        return max(0, now_ms - self.last_attempt_ms)
+
+    def is_backing_off(self, now_ms: int) -> bool:
+        """Whether a retried batch is still inside its retry backoff."""
+        return self.attempts > 0 and now_ms - self.last_attempt_ms < self.retry_backoff_ms
+
+    @property
+    def queue_time_ms(self) -> int:
+        """Time from creation to the (last) drain (``record-queue-time``)."""
+        return self.drained_ms - self.created_ms
+
+    def has_reached_delivery_timeout(self, delivery_timeout_ms: int, now_ms: int) -> bool:
+        return delivery_timeout_ms <= now_ms - self.created_ms
+
+    def timeout_error(self, now_ms: int) -> KafkaTimeoutError:
+        """The error an expired batch fails with (Java's wording)."""
+        return KafkaTimeoutError(
+            f"Expiring {self.record_count} record(s) for {self.topic_partition}: "
+            f"{now_ms - self.created_ms} ms has passed since batch creation")
+
+    # --- completion -----------------------------------------------------------------------------
+
+    def complete(self, base_offset: int, log_append_time_ms: int = NO_TIMESTAMP) -> bool:
+        """Succeed: resolve every record future and run every callback once. ``False`` if the
+        batch was already final (then nothing happens but a log line)."""
+        return self._finish(FinalState.SUCCEEDED, base_offset, log_append_time_ms, None)
+
+    def fail(self, exception: BaseException) -> bool:
+        """Fail every record with ``exception``; ``False`` if the batch was already final."""
+        return self._finish(FinalState.FAILED, INVALID_OFFSET, NO_TIMESTAMP, exception)
+
+    def _finish(self, state: FinalState, base_offset: int, log_append_time_ms: int,
+                error: BaseException | None) -> bool:
+        with self.completion._lock:
+            previous = self._final_state
+            if previous is None:
+                self._final_state = state
+        if previous is not None:
+            unexpected = FinalState.SUCCEEDED in (previous, state)
+            level = logging.WARNING if unexpected else logging.DEBUG
+            log.log(level, "Ignored completion %s of batch %s (base offset %d): already %s",
+                    state.value, self, base_offset, previous.value)
+            return False
+        return self.completion.finish(base_offset, log_append_time_ms, error)
+
+    @property
+    def final_state(self) -> FinalState | None:
+        return self._final_state
+
+    @property
+    def is_done(self) -> bool:
+        return self._final_state is not None
+
+    def __repr__(self) -> str:
+        return (f"ProducerBatch(topic_partition={self.topic_partition}, "
+                f"record_count={self.record_count})")

@@ -1,0 +1,268 @@
+"""IdempotenceState: the producer-id state table, sequences, in-flight tracking, epoch bumps and the
+decisions the sender takes on OUT_OF_ORDER_SEQUENCE_NUMBER / UNKNOWN_PRODUCER_ID."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_kafka_sink.errors import (
+    ClusterAuthorizationFailedError,
+    MessageTooLargeError,
+    OutOfOrderSequenceNumberError,
+    UnknownProducerIdError,
+)
+from spark_kafka_sink.producer.idempotence import (
+    INT32_MAX,
+    MAX_EPOCH,
+    NO_SEQUENCE,
+    IdempotenceState,
+    ProducerIdAndEpoch,
+    ProducerIdState,
+    increment_sequence,
+)
+from spark_kafka_sink.producer.producer_batch import ProducerBatch
+from spark_kafka_sink.record import RecordBatchBuilder
+from spark_kafka_sink.structs import TopicPartition
+
+TP = TopicPartition("t", 0)
+OTHER = TopicPartition("t", 1)
+OUT_OF_ORDER, UNKNOWN_PID, NOT_LEADER, TOO_LARGE = 45, 59, 6, 10
+
+
+def batch_of(records: int, tp: TopicPartition = TP) -> ProducerBatch:
+    batch = ProducerBatch(tp, RecordBatchBuilder(batch_size=1 << 20), 0)
+    for _ in range(records):
+        batch.try_append(0, None, b"v", None, None, 0)
+    return batch
+
+
+def ready_state(producer_id: int = 1000, epoch: int = 0) -> IdempotenceState:
+    state = IdempotenceState()
+    state.begin_init()
+    state.set_producer_id_and_epoch(producer_id, epoch)
+    return state
+
+
+def drained(state: IdempotenceState, *sizes: int, tp: TopicPartition = TP) -> list[ProducerBatch]:
+    """Batches as ``drain`` would hand them out: gated, then stamped and tracked in flight."""
+    batches = []
+    for size in sizes:
+        batch = batch_of(size, tp)
+        assert state.can_drain(batch)
+        state.assign_producer_state(batch)
+        batches.append(batch)
+    return batches
+
+
+# --- sequences ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("sequence", "increment", "expected"), [
+    (0, 5, 5), (INT32_MAX - 5, 5, INT32_MAX), (INT32_MAX, 1, 0), (INT32_MAX - 2, 5, 2),
+    (INT32_MAX, 0, INT32_MAX),
+])
+def test_increment_sequence_wraps_like_java(sequence, increment, expected):
+    assert increment_sequence(sequence, increment) == expected
+
+
+def test_sequences_are_assigned_at_drain_per_partition():
+    state = ready_state(producer_id=77, epoch=3)
+    first, second = drained(state, 3, 5)
+    other, = drained(state, 2, tp=OTHER)
+    assert [(b.producer_id, b.producer_epoch, b.base_sequence) for b in (first, second, other)] == [
+        (77, 3, 0), (77, 3, 3), (77, 3, 0)]
+    assert state.next_sequence(TP) == 8 and state.next_sequence(OTHER) == 2
+    assert state.first_in_flight_sequence(TP) == 0
+    state.assign_producer_state(first)  # a retried batch keeps its sequence
+    assert first.base_sequence == 0 and state.next_sequence(TP) == 8
+
+
+def test_sequence_assignment_wraps_around_int32_max():
+    state = ready_state()
+    first, = drained(state, 1)
+    state.handle_completed_batch(first, base_offset=0)
+    state.increment_sequence(TP, INT32_MAX - 3)  # as if ~2**31 records had been sent
+    wrapping, after = drained(state, 5, 4)
+    assert wrapping.base_sequence == INT32_MAX - 2  # ... INT32_MAX - 1, INT32_MAX, 0, 1
+    assert wrapping.last_sequence == 1
+    assert after.base_sequence == 2 and state.next_sequence(TP) == 6
+
+
+def test_completed_batches_advance_acks_and_leave_flight():
+    state = ready_state()
+    first, second = drained(state, 3, 2)
+    state.handle_completed_batch(first, base_offset=100)
+    assert (state.last_acked_sequence(TP), state.last_acked_offset(TP)) == (2, 102)
+    assert state.first_in_flight_sequence(TP) == 3
+    state.handle_completed_batch(second, base_offset=103)
+    assert state.first_in_flight_sequence(TP) == NO_SEQUENCE and not state.has_in_flight(TP)
+
+
+# --- state table ----------------------------------------------------------------------------------
+
+def test_producer_id_state_table():
+    state = IdempotenceState()
+    assert state.state is ProducerIdState.UNINITIALIZED and not state.has_producer_id
+    assert state.producer_id_and_epoch == ProducerIdAndEpoch.NONE == ProducerIdAndEpoch(-1, -1)
+    assert state.bump_epoch_and_reset_id_if_needed() is True  # the sender must send InitProducerId
+    state.begin_init()
+    assert state.bump_epoch_and_reset_id_if_needed() is False  # already being sent
+    state.init_failed()
+    assert state.state is ProducerIdState.UNINITIALIZED
+    state.begin_init()
+    state.set_producer_id_and_epoch(5, 0)
+    assert state.state is ProducerIdState.READY and state.has_producer_id
+    with pytest.raises(RuntimeError, match="invalid idempotence transition: begin_init in state READY"):
+        state.begin_init()
+
+
+def test_fatal_error_is_terminal_and_stops_draining():
+    state = ready_state()
+    error = ClusterAuthorizationFailedError("denied")
+    batch, = drained(state, 1)
+    state.handle_failed_batch(batch, error, adjust_sequence_numbers=True)
+    assert state.has_fatal_error and state.last_error is error
+    assert not state.can_drain(batch_of(1))
+
+
+def test_nothing_is_drained_without_a_producer_id():
+    state = IdempotenceState()
+    assert not state.can_drain(batch_of(1))
+
+
+# --- epoch bump -----------------------------------------------------------------------------------
+
+def test_epoch_bump_resequences_in_flight_batches_from_zero():
+    state = ready_state(producer_id=9, epoch=4)
+    first, second = drained(state, 3, 2)
+    state.handle_completed_batch(first, base_offset=0)  # acknowledged: not in flight any more
+    third, = drained(state, 4)
+    state.request_epoch_bump(TP)
+    assert state.bump_epoch_and_reset_id_if_needed() is False
+    assert state.producer_id_and_epoch == ProducerIdAndEpoch(9, 5)
+    assert [(b.producer_epoch, b.base_sequence, b.sequence_has_been_reset) for b in (second, third)] == [
+        (5, 0, True), (5, 2, True)]
+    assert state.next_sequence(TP) == 6 and state.last_acked_sequence(TP) == -1
+    assert not state.epoch_bump_required
+    fresh, = drained(state, 1)
+    assert (fresh.producer_epoch, fresh.base_sequence) == (5, 6)
+
+
+def test_other_partitions_move_to_the_new_epoch_once_their_flight_is_over():
+    state = ready_state(producer_id=9, epoch=0)
+    old, = drained(state, 2, tp=OTHER)
+    state.request_epoch_bump(TP)
+    state.bump_epoch_and_reset_id_if_needed()
+    assert old.producer_epoch == 0  # untouched: it was not the partition in trouble
+    waiting = batch_of(1, OTHER)
+    assert state.has_stale_producer_id_and_epoch(OTHER)
+    assert not state.can_drain(waiting)  # new epoch/sequence 0 must not overtake the old batch
+    state.handle_completed_batch(old, base_offset=0)
+    assert state.can_drain(waiting)
+    state.assign_producer_state(waiting)
+    assert (waiting.producer_epoch, waiting.base_sequence) == (1, 0)
+
+
+def test_exhausted_epoch_resets_the_producer_id():
+    state = ready_state(producer_id=9, epoch=MAX_EPOCH)
+    state.request_epoch_bump(TP)
+    assert state.bump_epoch_and_reset_id_if_needed() is True
+    assert state.state is ProducerIdState.UNINITIALIZED
+    assert state.producer_id_and_epoch == ProducerIdAndEpoch.NONE
+
+
+def test_a_retried_batch_is_drained_only_when_first_in_flight():
+    state = ready_state()
+    first, second = drained(state, 1, 1)
+    assert not state.can_drain(second)  # a retry of the second waits for the first
+    assert state.can_drain(first)
+    state.handle_completed_batch(first, base_offset=0)
+    assert state.can_drain(second)
+
+
+# --- decisions on sequence errors -----------------------------------------------------------------
+
+def test_out_of_order_on_the_next_batch_bumps_the_epoch_and_retries():
+    state = ready_state()
+    batch, = drained(state, 2)
+    decision = state.can_retry(batch, OUT_OF_ORDER)
+    assert (decision.retry, decision.epoch_bump_requested) == (True, True)
+    assert state.epoch_bump_required
+
+
+def test_out_of_order_behind_an_earlier_batch_in_flight_just_retries():
+    state = ready_state()
+    first, second = drained(state, 2, 2)
+    decision = state.can_retry(second, OUT_OF_ORDER)
+    assert (decision.retry, decision.epoch_bump_requested) == (True, False)
+    assert not state.epoch_bump_required
+
+
+def test_out_of_order_on_the_first_in_flight_with_a_gap_bumps_instead_of_waiting_forever():
+    state = ready_state()
+    first, second = drained(state, 2, 2)
+    state.remove_in_flight(first)  # e.g. its outcome was lost, nothing in flight can fill the gap
+    decision = state.can_retry(second, OUT_OF_ORDER)
+    assert decision.epoch_bump_requested and decision.retry
+
+
+def test_out_of_order_after_a_sequence_reset_waits():
+    state = ready_state()
+    batch, = drained(state, 2)
+    state.request_epoch_bump(TP)
+    state.bump_epoch_and_reset_id_if_needed()
+    decision = state.can_retry(batch, OUT_OF_ORDER)
+    assert (decision.retry, decision.epoch_bump_requested) == (True, False)
+
+
+def test_unknown_producer_id_bumps_when_the_log_start_is_known():
+    state = ready_state()
+    batch, = drained(state, 1)
+    assert state.can_retry(batch, UNKNOWN_PID, log_start_offset=-1).epoch_bump_requested is False
+    decision = state.can_retry(batch, UNKNOWN_PID, log_start_offset=50)
+    assert (decision.retry, decision.epoch_bump_requested) == (True, True)
+
+
+def test_other_errors_retry_when_retriable():
+    state = ready_state()
+    batch, = drained(state, 1)
+    assert state.can_retry(batch, NOT_LEADER).retry is True
+    assert state.can_retry(batch, TOO_LARGE).retry is False
+
+
+def test_failed_batches_request_what_unblocks_their_partition():
+    state = ready_state()
+    out_of_order, = drained(state, 1)
+    state.handle_failed_batch(out_of_order, OutOfOrderSequenceNumberError(), adjust_sequence_numbers=False)
+    assert state.epoch_bump_required and not state.has_in_flight(TP)
+
+    state = ready_state()
+    unknown, = drained(state, 3)
+    state.handle_failed_batch(unknown, UnknownProducerIdError(), adjust_sequence_numbers=True)
+    assert state.next_sequence(TP) == 0 and not state.epoch_bump_required  # partition reset
+
+    state = ready_state()
+    sent, = drained(state, 1)
+    state.handle_failed_batch(sent, MessageTooLargeError(), adjust_sequence_numbers=True)
+    assert state.epoch_bump_required  # a gap may be left: bump rather than fail later batches
+
+
+# --- unresolved sequences (batches expired after being sent) --------------------------------------
+
+def test_unresolved_partition_resolves_when_later_batches_were_acknowledged():
+    state = ready_state()
+    expired, later = drained(state, 2, 3)
+    state.mark_sequence_unresolved(expired)
+    state.remove_in_flight(expired)
+    assert state.has_unresolved_sequence(TP) and not state.can_drain(batch_of(1))
+    state.handle_completed_batch(later, base_offset=10)  # proves the expired one was written
+    state.maybe_resolve_sequences()
+    assert not state.has_unresolved_sequence(TP) and not state.epoch_bump_required
+
+
+def test_unresolved_partition_bumps_the_epoch_when_nothing_was_acknowledged():
+    state = ready_state()
+    expired, = drained(state, 2)
+    state.mark_sequence_unresolved(expired)
+    state.remove_in_flight(expired)
+    state.maybe_resolve_sequences()
+    assert not state.has_unresolved_sequence(TP) and state.epoch_bump_required
