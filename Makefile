@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
-.PHONY: install test unit integration broker jars clean
+.PHONY: install test unit integration broker jars bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ integration: install
 # A single-node Apache Kafka on loopback until Ctrl-C (use --nodes 3 via ARGS for a cluster).
 broker: install
 	$(BIN)/spark-kafka-sink broker $(ARGS)
+
+# The standalone producer benchmark against kafka-python, confluent-kafka and the Java client
+# (bench/README.md); not a timed test. Pass options via ARGS, e.g. ARGS="--records 200000".
+bench: install
+	$(BIN)/python -m bench.producer $(ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

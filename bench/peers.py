@@ -1,0 +1,167 @@
+"""The per-record send loops, one per Python client; each runs in its own process.
+
+    python -m bench.peers CLIENT BOOTSTRAP TOPIC RECORDS VALUE_SIZE MAX_SECONDS
+
+prints one JSON line: ``{"client", "status", "sent", "seconds", "detail"}``. ``seconds`` runs from
+the first ``send`` to the end of ``flush`` (producer construction excluded). ``status`` is ``ok``,
+``partial`` (the time cap stopped the loop, or flush timed out), ``unavailable`` (our producer is
+not importable yet) or ``error``. The parent counts what landed on the broker itself.
+
+Every client gets the same settings (``SETTINGS``): acks=all, linger 5 ms, batch 256 KiB,
+idempotence on, no compression; keys ``k0..k99`` in turn, one constant value; no per-record
+callback (the futures and delivery reports are dropped; the parent checks the landed count).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+KEYS = [b"k%d" % i for i in range(100)]
+_CHECK_EVERY = 4096  # records between two looks at the clock
+_FLUSH_CAP_S = 60.0  # flush gets the time left, but at least this much
+
+
+@dataclass(frozen=True)
+class Settings:
+    acks: str = "all"
+    linger_ms: int = 5
+    batch_size: int = 256 * 1024
+    idempotence: bool = True
+    compression: str = "none"
+
+
+SETTINGS = Settings()
+
+
+@dataclass
+class LoopResult:
+    client: str
+    status: str
+    sent: int = 0
+    seconds: float = 0.0
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Job:
+    bootstrap: str
+    topic: str
+    records: int
+    value_size: int
+    max_seconds: float
+
+
+def _loop(send: Callable[[bytes, bytes], None], job: Job) -> tuple[int, float, bool]:
+    """Call ``send(key, value)`` up to ``job.records`` times; (sent, start time, capped)."""
+    value = b"x" * job.value_size
+    began = time.monotonic()
+    stop_at = began + job.max_seconds
+    sent = 0
+    while sent < job.records:
+        end = min(job.records, sent + _CHECK_EVERY)
+        for i in range(sent, end):
+            send(KEYS[i % 100], value)
+        sent = end
+        if time.monotonic() > stop_at:
+            return sent, began, True
+    return sent, began, False
+
+
+def _flush_budget(began: float, job: Job) -> float:
+    return max(_FLUSH_CAP_S, began + job.max_seconds - time.monotonic())
+
+
+def run_ours(job: Job) -> LoopResult:
+    try:
+        from spark_kafka_sink import KafkaProducer
+    except ImportError:
+        try:
+            from spark_kafka_sink.producer.producer import KafkaProducer
+        except ImportError as exc:
+            return LoopResult("ours", "unavailable", detail=f"{type(exc).__name__}: {exc}")
+    producer = KafkaProducer({
+        "bootstrap.servers": job.bootstrap, "acks": SETTINGS.acks, "linger.ms": SETTINGS.linger_ms,
+        "batch.size": SETTINGS.batch_size, "enable.idempotence": SETTINGS.idempotence,
+        "compression.type": SETTINGS.compression})
+    try:
+        topic, send = job.topic, producer.send
+        sent, began, capped = _loop(lambda key, value: send(topic, value, key=key), job)
+        producer.flush(_flush_budget(began, job))
+        seconds = time.monotonic() - began
+    finally:
+        producer.close()
+    return LoopResult("ours", "partial" if capped else "ok", sent, seconds)
+
+
+def run_kafka_python(job: Job) -> LoopResult:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(
+        bootstrap_servers=job.bootstrap, acks=SETTINGS.acks, linger_ms=SETTINGS.linger_ms,
+        batch_size=SETTINGS.batch_size, enable_idempotence=SETTINGS.idempotence,
+        compression_type=None)
+    try:
+        topic, send = job.topic, producer.send
+        sent, began, capped = _loop(lambda key, value: send(topic, value=value, key=key), job)
+        producer.flush(_flush_budget(began, job))
+        seconds = time.monotonic() - began
+    finally:
+        producer.close(timeout=10)
+    return LoopResult("kafka-python", "partial" if capped else "ok", sent, seconds)
+
+
+def run_confluent(job: Job) -> LoopResult:
+    from confluent_kafka import Producer
+
+    producer = Producer({
+        "bootstrap.servers": job.bootstrap, "acks": SETTINGS.acks, "linger.ms": SETTINGS.linger_ms,
+        "batch.size": SETTINGS.batch_size, "enable.idempotence": SETTINGS.idempotence,
+        "compression.type": SETTINGS.compression})
+    topic, produce, poll = job.topic, producer.produce, producer.poll
+    full_waits = 0
+
+    def send(key: bytes, value: bytes) -> None:
+        nonlocal full_waits
+        for _ in range(10_000):  # a full local queue: serve delivery reports until there is room
+            try:
+                produce(topic, value, key)
+                break
+            except BufferError:
+                full_waits += 1
+                poll(0.005)
+        else:
+            raise TimeoutError("librdkafka's queue stayed full for 50 s")
+        poll(0)
+
+    sent, began, capped = _loop(send, job)
+    left = producer.flush(_flush_budget(began, job))
+    seconds = time.monotonic() - began
+    status = "partial" if capped or left else "ok"
+    return LoopResult("confluent-kafka", status, sent, seconds,
+                      f"{full_waits} BufferError waits; {left} undelivered after flush")
+
+
+RUNNERS: dict[str, Callable[[Job], LoopResult]] = {
+    "ours": run_ours, "kafka-python": run_kafka_python, "confluent": run_confluent,
+}
+
+
+def main(argv: list[str]) -> int:
+    client, bootstrap, topic, records, value_size, max_seconds = argv
+    job = Job(bootstrap, topic, int(records), int(value_size), float(max_seconds))
+    try:
+        result = RUNNERS[client](job)
+    except Exception as exc:  # noqa: BLE001 - reported as this client's row
+        traceback.print_exc()
+        result = LoopResult(client, "error", detail=f"{type(exc).__name__}: {exc}")
+    print(json.dumps(asdict(result)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
