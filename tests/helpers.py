@@ -14,6 +14,11 @@ T = TypeVar("T")
 
 _TOPIC_ALREADY_EXISTS = 36
 
+# Tests write fixed, historical record timestamps (reproducible data, edge cases such as 0). Under
+# the default retention.ms (7 days) the broker would roll and delete those segments within one
+# retention check (10 s on the embedded broker) and readers would find records missing.
+KEEP_FOREVER = {"retention.ms": "-1"}
+
 
 def addresses(bootstrap: str) -> list[tuple[str, int]]:
     """``"h1:p1,h2:p2"`` → ``[("h1", p1), ("h2", p2)]``."""
@@ -105,13 +110,16 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, replication_fac
                  timeout_s: float = 30.0) -> dict[int, int]:
     """Create ``name`` (CreateTopics) and wait until every partition has a leader.
 
+    Topics keep their data forever (``KEEP_FOREVER``) unless ``configs`` says otherwise.
+
     Returns ``{partition: leader id}``. Raises the broker's error (e.g. ``TopicAlreadyExistsError``
     unless ``exist_ok``).
     """
     host, port = addresses(bootstrap)[0]
+    configs = {**KEEP_FOREVER, **(configs or {})}
     body = {"topics": [{"name": name, "num_partitions": partitions,
                         "replication_factor": replication_factor, "assignments": [],
-                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+                        "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
             "timeout_ms": int(timeout_s * 1000), "validate_only": False}
     with BlockingConnection(host, port, timeout_s=timeout_s + 5) as conn:
         resp = conn.request(apis.CREATE_TOPICS, body)
