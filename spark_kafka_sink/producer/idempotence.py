@@ -25,6 +25,12 @@ belong to.
   nothing is drained without a producer id; a new batch waits while the partition still has
   batches in flight under an older id/epoch, or while its sequence state is unresolved; a retried
   batch goes only when it is the first in flight (retries go one at a time, in order).
+- **First batch alone** (beyond Java): until a partition has an acknowledged batch under the
+  current producer id and epoch, it has one batch in flight at most. A broker that holds no state
+  for this producer accepts *any* first sequence, so if the first batch failed transiently (say
+  NOT_LEADER_OR_FOLLOWER right after a leader change) a second one in flight behind it would be
+  written first, and the first could then only be re-sequenced behind it: reordered. Seen against
+  Apache Kafka 4.1 right after topic creation. It costs one round trip per partition per epoch.
 - **Epoch bump** (the idempotent producer's way out of OUT_OF_ORDER_SEQUENCE_NUMBER and
   UNKNOWN_PRODUCER_ID, as Java 4.x): the sender's decision helpers (:meth:`can_retry`,
   :meth:`handle_failed_batch`, :meth:`maybe_resolve_sequences`) *request* a bump for a partition;
@@ -330,6 +336,8 @@ class IdempotenceState:
         if not first.has_sequence:
             if self.has_in_flight(tp) and self.has_stale_producer_id_and_epoch(tp):
                 return False  # new sequences (from 0, new epoch) must not overtake old ones
+            if self.has_in_flight(tp) and self.last_acked_sequence(tp) == NO_LAST_ACKED_SEQUENCE:
+                return False  # the first batch of an id/epoch goes alone: see "First batch alone"
             if tp in self._unresolved:
                 return False  # an expired batch may or may not have been written
         first_in_flight = self.first_in_flight_sequence(tp)

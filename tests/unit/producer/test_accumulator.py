@@ -343,18 +343,35 @@ def test_sequences_are_assigned_at_drain_and_new_batches_wait_for_a_producer_id(
     s.append(T0)
     s.append(T0)
     s.clock.advance(LINGER_MS)
+    assert s.drain()[1] == []  # the first batch of the id/epoch goes alone until acknowledged
+    waiting, = s.accumulator.queued_batches(T0)
+    assert not waiting.has_sequence and state.next_sequence(T0) == 1  # it used no sequence
+    state.handle_completed_batch(batch, base_offset=0)
     second, = s.drain()[1]
     assert second.base_sequence == 1 and state.next_sequence(T0) == 3
+
+
+def acknowledge_a_first_batch(s: Setup, state: IdempotenceState) -> None:
+    """Drain a first batch of T0 and acknowledge it: until then T0 may have only one batch in
+    flight ("First batch alone" in ``idempotence``), after that several."""
+    s.append(T0)
+    s.clock.advance(LINGER_MS)
+    primer, = s.drain(nodes=[1])[1]
+    assert primer.topic_partition == T0 and primer.base_sequence == 0
+    state.handle_completed_batch(primer, base_offset=0)
+    assert not s.accumulator.has_undrained()
 
 
 def test_reenqueue_with_idempotence_keeps_sequence_order():
     state = ready_idempotence()
     s = setup(idempotence=state)
+    acknowledge_a_first_batch(s, state)
     drained = []
     for _ in range(3):
         s.fill(T0)  # keeps a full batch queued; drain takes one per call
         drained.append(s.drain(nodes=[1])[1][0])
     assert [b.base_sequence for b in drained] == sorted(b.base_sequence for b in drained)
+    assert drained[0].base_sequence == 1  # right after the acknowledged first batch
     fresh = s.accumulator.queued_batches(T0)
     for batch in (drained[1], drained[2], drained[0]):  # responses come back out of order
         s.accumulator.reenqueue(batch, s.now)

@@ -14,6 +14,7 @@ from spark_kafka_sink.errors import (
 from spark_kafka_sink.producer.idempotence import (
     INT32_MAX,
     MAX_EPOCH,
+    NO_LAST_ACKED_SEQUENCE,
     NO_SEQUENCE,
     IdempotenceState,
     ProducerIdAndEpoch,
@@ -44,7 +45,10 @@ def ready_state(producer_id: int = 1000, epoch: int = 0) -> IdempotenceState:
 
 
 def drained(state: IdempotenceState, *sizes: int, tp: TopicPartition = TP) -> list[ProducerBatch]:
-    """Batches as ``drain`` would hand them out: gated, then stamped and tracked in flight."""
+    """Batches as ``drain`` would hand them out: gated, then stamped and tracked in flight.
+
+    Until ``tp`` has an acknowledged batch under the current id/epoch only one batch may be in
+    flight ("First batch alone"): draining several at once needs :func:`prime` first."""
     batches = []
     for size in sizes:
         batch = batch_of(size, tp)
@@ -52,6 +56,28 @@ def drained(state: IdempotenceState, *sizes: int, tp: TopicPartition = TP) -> li
         state.assign_producer_state(batch)
         batches.append(batch)
     return batches
+
+
+def prime(state: IdempotenceState, tp: TopicPartition = TP, records: int = 1,
+          base_offset: int = 0) -> ProducerBatch:
+    """Drain a first batch of ``records`` records for ``tp`` and acknowledge it, so that the
+    partition may have several batches in flight from now on (it takes sequences
+    ``0 .. records - 1`` under the current id/epoch)."""
+    assert state.last_acked_sequence(tp) == NO_LAST_ACKED_SEQUENCE and not state.has_in_flight(tp)
+    primer, = drained(state, records, tp=tp)
+    assert primer.base_sequence == 0
+    state.handle_completed_batch(primer, base_offset=base_offset)
+    assert state.last_acked_sequence(tp) == records - 1 and not state.has_in_flight(tp)
+    return primer
+
+
+def primed_state(producer_id: int = 1000, epoch: int = 0, *tps: TopicPartition,
+                 records: int = 1) -> IdempotenceState:
+    """:func:`ready_state` with a :func:`prime` batch acknowledged on each of ``tps`` (default TP)."""
+    state = ready_state(producer_id, epoch)
+    for tp in tps or (TP,):
+        prime(state, tp, records)
+    return state
 
 
 # --- sequences ------------------------------------------------------------------------------------
@@ -66,14 +92,16 @@ def test_increment_sequence_wraps_like_java(sequence, increment, expected):
 
 def test_sequences_are_assigned_at_drain_per_partition():
     state = ready_state(producer_id=77, epoch=3)
+    primer = prime(state, TP, records=1)  # sequence 0, acknowledged: TP may now pipeline
     first, second = drained(state, 3, 5)
     other, = drained(state, 2, tp=OTHER)
-    assert [(b.producer_id, b.producer_epoch, b.base_sequence) for b in (first, second, other)] == [
-        (77, 3, 0), (77, 3, 3), (77, 3, 0)]
-    assert state.next_sequence(TP) == 8 and state.next_sequence(OTHER) == 2
-    assert state.first_in_flight_sequence(TP) == 0
+    assert [(b.producer_id, b.producer_epoch, b.base_sequence)
+            for b in (primer, first, second, other)] == [
+        (77, 3, 0), (77, 3, 1), (77, 3, 4), (77, 3, 0)]
+    assert state.next_sequence(TP) == 9 and state.next_sequence(OTHER) == 2
+    assert state.first_in_flight_sequence(TP) == 1
     state.assign_producer_state(first)  # a retried batch keeps its sequence
-    assert first.base_sequence == 0 and state.next_sequence(TP) == 8
+    assert first.base_sequence == 1 and state.next_sequence(TP) == 9
 
 
 def test_sequence_assignment_wraps_around_int32_max():
@@ -89,11 +117,14 @@ def test_sequence_assignment_wraps_around_int32_max():
 
 def test_completed_batches_advance_acks_and_leave_flight():
     state = ready_state()
+    prime(state, TP, records=1, base_offset=99)  # sequence 0 at offset 99
+    assert (state.last_acked_sequence(TP), state.last_acked_offset(TP)) == (0, 99)
     first, second = drained(state, 3, 2)
     state.handle_completed_batch(first, base_offset=100)
-    assert (state.last_acked_sequence(TP), state.last_acked_offset(TP)) == (2, 102)
-    assert state.first_in_flight_sequence(TP) == 3
+    assert (state.last_acked_sequence(TP), state.last_acked_offset(TP)) == (3, 102)
+    assert state.first_in_flight_sequence(TP) == 4
     state.handle_completed_batch(second, base_offset=103)
+    assert (state.last_acked_sequence(TP), state.last_acked_offset(TP)) == (5, 104)
     assert state.first_in_flight_sequence(TP) == NO_SEQUENCE and not state.has_in_flight(TP)
 
 
@@ -133,9 +164,9 @@ def test_nothing_is_drained_without_a_producer_id():
 
 def test_epoch_bump_resequences_in_flight_batches_from_zero():
     state = ready_state(producer_id=9, epoch=4)
-    first, second = drained(state, 3, 2)
+    first, = drained(state, 3)
     state.handle_completed_batch(first, base_offset=0)  # acknowledged: not in flight any more
-    third, = drained(state, 4)
+    second, third = drained(state, 2, 4)  # sequences 3 and 5, both in flight
     state.request_epoch_bump(TP)
     assert state.bump_epoch_and_reset_id_if_needed() is False
     assert state.producer_id_and_epoch == ProducerIdAndEpoch(9, 5)
@@ -143,12 +174,16 @@ def test_epoch_bump_resequences_in_flight_batches_from_zero():
         (5, 0, True), (5, 2, True)]
     assert state.next_sequence(TP) == 6 and state.last_acked_sequence(TP) == -1
     assert not state.epoch_bump_required
-    fresh, = drained(state, 1)
+    fresh = batch_of(1)
+    assert not state.can_drain(fresh)  # nothing acknowledged under epoch 5 yet: first batch alone
+    state.handle_completed_batch(second, base_offset=3)
+    assert state.can_drain(fresh)
+    state.assign_producer_state(fresh)
     assert (fresh.producer_epoch, fresh.base_sequence) == (5, 6)
 
 
 def test_other_partitions_move_to_the_new_epoch_once_their_flight_is_over():
-    state = ready_state(producer_id=9, epoch=0)
+    state = primed_state(9, 0, OTHER)  # acknowledged: the "first batch alone" gate is not what holds
     old, = drained(state, 2, tp=OTHER)
     state.request_epoch_bump(TP)
     state.bump_epoch_and_reset_id_if_needed()
@@ -171,12 +206,90 @@ def test_exhausted_epoch_resets_the_producer_id():
 
 
 def test_a_retried_batch_is_drained_only_when_first_in_flight():
-    state = ready_state()
+    state = primed_state()
     first, second = drained(state, 1, 1)
     assert not state.can_drain(second)  # a retry of the second waits for the first
     assert state.can_drain(first)
     state.handle_completed_batch(first, base_offset=0)
     assert state.can_drain(second)
+
+
+# --- first batch alone (until the partition has an ack under the current id/epoch) ----------------
+
+def test_a_second_new_batch_waits_while_the_first_is_in_flight_unacknowledged():
+    state = ready_state()
+    first, = drained(state, 2)
+    second = batch_of(3)
+    assert not state.can_drain(second)  # a broker without state would take it as a first sequence
+    state.can_retry(first, NOT_LEADER)  # a transient error changes nothing: still unacknowledged
+    assert not state.can_drain(second)
+    assert not second.has_sequence and state.next_sequence(TP) == 2  # nothing was assigned to it
+    state.handle_completed_batch(first, base_offset=0)
+    assert state.can_drain(second)
+    state.assign_producer_state(second)
+    assert second.base_sequence == 2
+    third, fourth = drained(state, 1, 1)  # acknowledged once: the partition pipelines again
+    assert [b.base_sequence for b in (third, fourth)] == [5, 6]
+    assert state.first_in_flight_sequence(TP) == 2
+
+
+def test_the_first_batch_alone_holds_only_while_it_is_in_flight():
+    state = ready_state()
+    first, = drained(state, 1)
+    state.handle_failed_batch(first, MessageTooLargeError(), adjust_sequence_numbers=False)
+    assert not state.has_in_flight(TP)
+    drained(state, 1)  # nothing in flight any more: the next new batch goes (alone again)
+    assert not state.can_drain(batch_of(1))
+
+
+def test_the_first_batch_alone_applies_again_after_an_epoch_bump():
+    state = primed_state(9, 0)
+    first, second = drained(state, 1, 2)  # pipelined under epoch 0: sequences 1 and 2
+    state.request_epoch_bump(TP)
+    state.bump_epoch_and_reset_id_if_needed()
+    assert [(b.producer_epoch, b.base_sequence) for b in (first, second)] == [(1, 0), (1, 1)]
+    assert state.last_acked_sequence(TP) == NO_LAST_ACKED_SEQUENCE  # the acked state restarts
+    fresh = batch_of(1)
+    assert state.can_drain(first)  # the re-sequenced first in flight is retried...
+    assert not state.can_drain(fresh)  # ...but nothing new joins it before an ack under epoch 1
+    state.handle_completed_batch(first, base_offset=1)
+    assert state.can_drain(fresh)
+    state.assign_producer_state(fresh)
+    assert (fresh.producer_epoch, fresh.base_sequence) == (1, 3)
+
+
+def test_the_first_batch_alone_applies_again_when_another_partition_moves_to_the_new_epoch():
+    state = primed_state(9, 0, TP, OTHER)
+    state.request_epoch_bump(TP)
+    state.bump_epoch_and_reset_id_if_needed()
+    moved, = drained(state, 1, tp=OTHER)  # nothing in flight on OTHER: it moves to epoch 1 at 0
+    assert (moved.producer_epoch, moved.base_sequence) == (1, 0)
+    assert not state.can_drain(batch_of(1, OTHER))
+    state.handle_completed_batch(moved, base_offset=1)
+    drained(state, 1, 1, tp=OTHER)
+
+
+def test_the_first_batch_alone_applies_again_under_a_new_producer_id():
+    state = primed_state(9, MAX_EPOCH)
+    state.request_epoch_bump(TP)
+    assert state.bump_epoch_and_reset_id_if_needed() is True  # epoch exhausted: a new id
+    state.begin_init()
+    state.set_producer_id_and_epoch(10, 0)
+    first, = drained(state, 1)
+    assert (first.producer_id, first.producer_epoch, first.base_sequence) == (10, 0, 0)
+    assert not state.can_drain(batch_of(1))
+
+
+def test_the_first_batch_alone_does_not_hold_back_a_retry_or_other_partitions():
+    state = ready_state()
+    first, = drained(state, 2)
+    assert state.can_retry(first, NOT_LEADER).retry
+    assert state.can_drain(first)  # the retried first batch itself goes (it has its sequence)
+    state.assign_producer_state(first)
+    assert first.base_sequence == 0 and state.next_sequence(TP) == 2
+    other, = drained(state, 1, tp=OTHER)  # another partition has its own first batch
+    assert other.base_sequence == 0
+    assert not state.can_drain(batch_of(1, OTHER)) and not state.can_drain(batch_of(1))
 
 
 # --- decisions on sequence errors -----------------------------------------------------------------
@@ -190,7 +303,7 @@ def test_out_of_order_on_the_next_batch_bumps_the_epoch_and_retries():
 
 
 def test_out_of_order_behind_an_earlier_batch_in_flight_just_retries():
-    state = ready_state()
+    state = primed_state()
     first, second = drained(state, 2, 2)
     decision = state.can_retry(second, OUT_OF_ORDER)
     assert (decision.retry, decision.epoch_bump_requested) == (True, False)
@@ -198,7 +311,7 @@ def test_out_of_order_behind_an_earlier_batch_in_flight_just_retries():
 
 
 def test_out_of_order_on_the_first_in_flight_with_a_gap_bumps_instead_of_waiting_forever():
-    state = ready_state()
+    state = primed_state()
     first, second = drained(state, 2, 2)
     state.remove_in_flight(first)  # e.g. its outcome was lost, nothing in flight can fill the gap
     decision = state.can_retry(second, OUT_OF_ORDER)
@@ -249,7 +362,7 @@ def test_failed_batches_request_what_unblocks_their_partition():
 # --- unresolved sequences (batches expired after being sent) --------------------------------------
 
 def test_unresolved_partition_resolves_when_later_batches_were_acknowledged():
-    state = ready_state()
+    state = primed_state()  # acknowledged: only the unresolved sequence holds new batches back
     expired, later = drained(state, 2, 3)
     state.mark_sequence_unresolved(expired)
     state.remove_in_flight(expired)
@@ -257,6 +370,7 @@ def test_unresolved_partition_resolves_when_later_batches_were_acknowledged():
     state.handle_completed_batch(later, base_offset=10)  # proves the expired one was written
     state.maybe_resolve_sequences()
     assert not state.has_unresolved_sequence(TP) and not state.epoch_bump_required
+    assert state.can_drain(batch_of(1))
 
 
 def test_unresolved_partition_bumps_the_epoch_when_nothing_was_acknowledged():
