@@ -570,6 +570,20 @@ class RecordAccumulator:
             batch.fail(exception)
             self.deallocate(batch)
 
+    def abort_undrained_batches(self, exception: BaseException) -> None:
+        """Fail every batch still waiting in a deque and free its memory (the producer hit a fatal
+        error). Batches in flight are the sender's to fail. The accumulator stays open, so later
+        appends are failed the same way by the sender's next loop."""
+        aborted: list[ProducerBatch] = []
+        for queue in self._all_queues():
+            with queue.lock:
+                aborted.extend(queue.batches)
+                queue.batches.clear()
+        for batch in aborted:
+            batch.close_for_appends()
+            batch.fail(exception)
+            self.deallocate(batch)
+
     def close(self) -> None:
         """Accept no more records; every partition becomes sendable; blocked senders fail."""
         self._closed = True

@@ -1,0 +1,142 @@
+"""Produce requests in and per-partition results out, sans I/O (the sender's codec for Produce).
+
+- :func:`produce_request_body` lays drained batches out as a ProduceRequest body (one topic entry
+  per topic, one partition entry per batch; ``records()`` is called once per request, so a batch
+  re-stamped after an epoch bump carries its new header).
+- :func:`partition_results` turns a :class:`ClientResponse` into one :class:`PartitionResult` per
+  batch: a disconnect becomes NETWORK_EXCEPTION and a request timeout REQUEST_TIMED_OUT (as Java's
+  ``Sender.handleProduceResponse``); acks=0 (no body, written) is success at offset -1; a partition
+  the broker did not answer becomes UNKNOWN_SERVER_ERROR.
+- :func:`batch_error` builds the exception a batch fails with, carrying the broker's error
+  message and per-record errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from .. import errors
+from ..client.requests import ClientResponse
+from ..structs import TopicPartition
+from .producer_batch import ProducerBatch
+
+NONE = 0
+UNKNOWN_SERVER_ERROR = -1
+REQUEST_TIMED_OUT = 7
+MESSAGE_TOO_LARGE = 10
+NETWORK_EXCEPTION = 13
+TOPIC_AUTHORIZATION_FAILED = 29
+CLUSTER_AUTHORIZATION_FAILED = 31
+UNSUPPORTED_VERSION = 35
+DUPLICATE_SEQUENCE_NUMBER = 46
+
+
+@dataclass(frozen=True)
+class RecordError:
+    """One record the broker rejected (Produce v8+): its index in the batch and why."""
+
+    batch_index: int
+    message: str | None
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    """The outcome of one batch in one request, as the broker (or the client) reported it."""
+
+    error_code: int
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+    record_errors: tuple[RecordError, ...] = ()
+
+    @property
+    def error_class(self) -> type[errors.BrokerResponseError] | None:
+        return errors.for_code(self.error_code)
+
+    @property
+    def retriable(self) -> bool:
+        cls = self.error_class
+        return cls is not None and cls.retriable
+
+    @property
+    def invalid_metadata(self) -> bool:
+        cls = self.error_class
+        return cls is not None and cls.invalid_metadata
+
+
+def produce_request_body(batches: Iterable[ProducerBatch], *, acks: int, timeout_ms: int,
+                         transactional_id: str | None = None) -> dict[str, Any]:
+    """A ProduceRequest body carrying ``batches`` (at most one per partition)."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for batch in batches:
+        tp = batch.topic_partition
+        by_topic.setdefault(tp.topic, []).append({"index": tp.partition, "records": batch.records()})
+    return {"transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms,
+            "topic_data": [{"name": name, "partition_data": parts} for name, parts in by_topic.items()]}
+
+
+def partition_results(response: ClientResponse,
+                      batches: Mapping[TopicPartition, ProducerBatch]) -> dict[TopicPartition, PartitionResult]:
+    """One result per batch of the request ``response`` completes (see the module docstring)."""
+    node = response.node_id
+    if response.timed_out:
+        failed = PartitionResult(REQUEST_TIMED_OUT,
+                                 error_message=f"Disconnected from node {node} due to timeout")
+        return {tp: failed for tp in batches}
+    if response.disconnected or response.error is not None:
+        reason = f"Disconnected from node {node}"
+        if response.error is not None:
+            reason = f"{reason}: {response.error}"
+        return {tp: PartitionResult(NETWORK_EXCEPTION, error_message=reason) for tp in batches}
+    if response.body is None:                       # acks=0: done once written
+        return {tp: PartitionResult(NONE) for tp in batches}
+    answered = _answered(response.body)
+    missing = PartitionResult(UNKNOWN_SERVER_ERROR,
+                              error_message=f"node {node} sent no result for this partition")
+    return {tp: answered.get(tp, missing) for tp in batches}
+
+
+def _answered(body: Any) -> dict[TopicPartition, PartitionResult]:
+    results: dict[TopicPartition, PartitionResult] = {}
+    for topic in body.responses:
+        for part in topic.partition_responses:
+            results[TopicPartition(topic.name, part.index)] = PartitionResult(
+                part.error_code, part.base_offset, part.log_append_time_ms, part.log_start_offset,
+                part.error_message,
+                tuple(RecordError(e.batch_index, e.batch_index_error_message)
+                      for e in part.record_errors))
+    return results
+
+
+def batch_error(batch: ProducerBatch, result: PartitionResult) -> errors.KafkaError:
+    """The exception ``batch`` fails with: the error code's class, with a message naming the
+    partition, the broker's message and the records it rejected."""
+    tp = batch.topic_partition
+    if result.error_code == TOPIC_AUTHORIZATION_FAILED:
+        detail = f"Not authorized to access topics: [{tp.topic}]"
+    elif result.error_code == CLUSTER_AUTHORIZATION_FAILED:
+        detail = "The producer is not authorized to do idempotent sends"
+    else:
+        detail = f"{result.error_message or 'the broker refused the batch'}"
+    text = f"{detail} (partition {tp}, {batch.record_count} record(s))"
+    if result.record_errors:
+        shown = "; ".join(f"record {e.batch_index}: {e.message or 'invalid'}"
+                          for e in result.record_errors[:10])
+        more = len(result.record_errors) - 10
+        text = f"{text}; rejected records: {shown}" + (f" and {more} more" if more > 0 else "")
+    cls = result.error_class
+    if cls is None:
+        return errors.UnknownBrokerError(result.error_code, text)
+    return cls(text)
+
+
+def too_large_error(batch: ProducerBatch) -> errors.KafkaError:
+    """A multi-record batch the broker refused as too large. Java splits it and resends the
+    halves; our accumulator cannot split yet, so the batch fails with this clear error."""
+    return errors.RecordTooLargeError(
+        f"the broker rejected the batch of {batch.record_count} records "
+        f"({batch.size_in_bytes} bytes) for partition {batch.topic_partition} as too large, "
+        "and splitting batches is not implemented; lower batch.size or raise the topic's "
+        "max.message.bytes")

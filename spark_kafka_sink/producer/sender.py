@@ -1,0 +1,398 @@
+"""Sender: the producer's I/O thread (Java's ``Sender``; DESIGN.md §4).
+
+One loop step, :meth:`Sender.run_once`, reads as its parts:
+
+1. idempotence housekeeping: resolve sequences, perform a requested epoch bump, send
+   InitProducerId when a producer id is needed (:mod:`.producer_id_init`); after a fatal error,
+   fail every pending batch (queued and in flight) with it and only poll;
+2. :meth:`Sender.send_producer_data`: ready → ask metadata for unknown leaders → drop nodes that
+   are not ready → drain → mute (ordering) → expire → one ProduceRequest per node;
+3. ``client.poll(timeout)``: the I/O; responses come back through the request callbacks, which
+   decide per partition (:meth:`Sender._complete_batch`): done, retry after a backoff, or fail.
+
+Poll timeout (what ``send_producer_data`` returns): 0 when a request was just sent (more may be
+sendable at once); otherwise the smallest of the accumulator's next ready-check delay (linger or
+retry backoff left), the connection delay of ready nodes that cannot take a request yet, and the
+time to the next batch expiry (queued or in flight). When nodes had data ready but nothing could be
+drained (the idempotence gate holds it back), the wait is also capped at ``retry.backoff.ms``:
+waiting is right, spinning is not. The client shortens the wait further for its own deadlines.
+
+Close: :meth:`initiate_close` lets :meth:`run` finish what is queued and in flight, then close the
+client; :meth:`force_close` fails whatever is left at once with ``ProducerClosedError``.
+
+Threads: everything but ``initiate_close``, ``force_close``, ``wakeup`` and ``running`` runs on the
+sender thread. Time is the injected clock's ``monotonic_ms()``, passed down as ``now_ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, fields
+from functools import partial
+from typing import Any, Mapping
+
+from ..client.metadata import Metadata
+from ..client.network_client import NetworkClient
+from ..client.requests import ClientRequest, ClientResponse
+from ..clock import Clock
+from ..errors import ProducerClosedError, UnsupportedVersionError
+from ..protocol.apis import PRODUCE
+from ..structs import TopicPartition
+from .accumulator import NO_DELAY_LIMIT_MS, ReadyCheckResult, RecordAccumulator
+from .idempotence import IdempotenceState
+from .produce_handler import (
+    DUPLICATE_SEQUENCE_NUMBER, MESSAGE_TOO_LARGE, NONE, UNSUPPORTED_VERSION, PartitionResult,
+    batch_error,
+    partition_results, produce_request_body, too_large_error,
+)
+from .producer_batch import ProducerBatch
+from .producer_id_init import ProducerIdInitializer
+
+log = logging.getLogger(__name__)
+
+CRASH_PAUSE_S = 0.1
+"""Real-time pause after an unexpected error in the loop, so a persistent bug cannot spin."""
+
+
+@dataclass(frozen=True)
+class SenderSettings:
+    """The sender's settings, Java producer names, Kafka 4 defaults where they have one."""
+
+    acks: int
+    retries: int
+    max_request_size: int
+    request_timeout_ms: int
+    delivery_timeout_ms: int
+    max_in_flight_requests_per_connection: int
+    retry_backoff_ms: int
+    retry_backoff_max_ms: int
+    transaction_timeout_ms: int = 60_000
+
+    @classmethod
+    def from_config(cls, config: Any) -> "SenderSettings":
+        """From a ``ProducerConfig`` (or any object with these attribute names)."""
+        return cls(**{f.name: getattr(config, f.name) for f in fields(cls) if hasattr(config, f.name)})
+
+
+@dataclass(frozen=True)
+class ReadyNodes:
+    """Nodes to drain now, and how long until the ready-but-unreachable ones may be."""
+
+    nodes: frozenset[int]
+    not_ready_timeout_ms: int
+
+
+class Sender:
+    """The I/O loop of one producer; see the module docstring."""
+
+    def __init__(self, *, client: NetworkClient, metadata: Metadata, accumulator: RecordAccumulator,
+                 clock: Clock, settings: SenderSettings, idempotence: IdempotenceState | None = None,
+                 metrics: Any = None):
+        self._client = client
+        self._metadata = metadata
+        self._accumulator = accumulator
+        self._clock = clock
+        self._settings = settings
+        self._idempotence = idempotence
+        self._metrics = metrics
+        self._guarantee_order = settings.max_in_flight_requests_per_connection == 1
+        self._in_flight: dict[TopicPartition, list[ProducerBatch]] = {}
+        self._initializer = None if idempotence is None else ProducerIdInitializer(
+            client=client, idempotence=idempotence,
+            transaction_timeout_ms=settings.transaction_timeout_ms,
+            retry_backoff_ms=settings.retry_backoff_ms)
+        self._running = True
+        self._forced = False
+
+    # --- the thread -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Thread target: loop until closed, finish pending work (unless forced), close."""
+        log.debug("starting the producer I/O thread")
+        while self._running:
+            self._step()
+        log.debug("closing: sending the remaining records")
+        while not self._forced and self._has_pending_work():
+            self._step()
+        self._abort_leftovers()
+        self._client.close()
+        log.debug("the producer I/O thread has stopped")
+
+    def _has_pending_work(self) -> bool:
+        return self._accumulator.has_undrained() or self._client.in_flight_request_count() > 0
+
+    def _step(self) -> None:
+        try:
+            self.run_once()
+        except Exception:
+            log.exception("unexpected error in the producer I/O thread; continuing")
+            threading.Event().wait(CRASH_PAUSE_S)
+
+    def _abort_leftovers(self) -> None:
+        if not (self._forced or self._accumulator.has_incomplete()):
+            return
+        how = "closed forcefully" if self._forced else "closed"
+        self._accumulator.abort_incomplete_batches(ProducerClosedError(
+            f"Producer is {how}: the record was not delivered before close"))
+        self._in_flight.clear()
+
+    def initiate_close(self) -> None:
+        """Stop accepting records; ``run`` delivers what is pending, then returns."""
+        self._accumulator.close()
+        self._running = False
+        self.wakeup()
+
+    def force_close(self) -> None:
+        """Stop now: ``run`` fails whatever is pending with ``ProducerClosedError``."""
+        self._forced = True
+        self.initiate_close()
+
+    def wakeup(self) -> None:
+        self._client.wakeup()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    # --- one step -------------------------------------------------------------------------------
+
+    def run_once(self) -> None:
+        """One loop step: idempotence housekeeping, produce data, poll."""
+        now_ms = self._clock.monotonic_ms()
+        idempotence = self._idempotence
+        if idempotence is not None and idempotence.has_fatal_error:
+            self._abort_batches(idempotence.last_error)
+            self._client.poll(self._settings.retry_backoff_ms, now_ms)
+            return
+        init_timeout = self._maybe_init_producer_id(now_ms)
+        timeout = min(init_timeout, self.send_producer_data(now_ms))
+        self._client.poll(timeout, now_ms)
+
+    def _abort_batches(self, exc: BaseException) -> None:
+        """The producer failed fatally: fail every incomplete batch, queued or in flight (Java's
+        ``maybeAbortBatches``). Responses still to come find their batches done."""
+        if not self._accumulator.has_incomplete():
+            return
+        log.error("failing every pending batch after a fatal error: %r", exc)
+        self._accumulator.abort_undrained_batches(exc)
+        for batches in self._in_flight.values():
+            for batch in batches:
+                if batch.fail(exc):
+                    self._accumulator.deallocate(batch)
+        self._in_flight.clear()
+
+    def _maybe_init_producer_id(self, now_ms: int) -> int:
+        idempotence = self._idempotence
+        if idempotence is None:
+            return NO_DELAY_LIMIT_MS
+        idempotence.maybe_resolve_sequences()
+        if not idempotence.bump_epoch_and_reset_id_if_needed():
+            return NO_DELAY_LIMIT_MS
+        return self._initializer.maybe_send(now_ms)
+
+    def send_producer_data(self, now_ms: int) -> int:
+        """Drain and send what is ready; returns the poll timeout (module docstring)."""
+        cluster = self._metadata.snapshot
+        result = self._accumulator.ready(cluster, now_ms)
+        self._request_unknown_leaders(result, now_ms)
+        ready = self._ready_nodes(result, now_ms)
+        drained = self._accumulator.drain(cluster, ready.nodes, self._settings.max_request_size,
+                                          now_ms)
+        self._track_in_flight(drained)
+        self._expire_batches(now_ms)
+        sent = self._send_produce_requests(drained, now_ms)
+        return self._poll_timeout(result, ready, sent, now_ms)
+
+    # --- send_producer_data steps ---------------------------------------------------------------
+
+    def _request_unknown_leaders(self, result: ReadyCheckResult, now_ms: int) -> None:
+        if not result.unknown_leader_topics:
+            return
+        for topic in result.unknown_leader_topics:
+            self._metadata.add_topic(topic, now_ms)
+        log.debug("requesting metadata for topics with an unknown leader: %s",
+                  sorted(result.unknown_leader_topics))
+        self._metadata.request_update(now_ms)
+
+    def _ready_nodes(self, result: ReadyCheckResult, now_ms: int) -> ReadyNodes:
+        nodes: set[int] = set()
+        not_ready_timeout = NO_DELAY_LIMIT_MS
+        for node_id in result.ready_nodes:
+            can_drain = self._client.ready(node_id, now_ms)
+            self._accumulator.update_node_latency_stats(node_id, now_ms, can_drain)
+            if can_drain:
+                nodes.add(node_id)
+            else:
+                not_ready_timeout = min(not_ready_timeout,
+                                        self._client.connection_delay(node_id, now_ms))
+        return ReadyNodes(frozenset(nodes), not_ready_timeout)
+
+    def _track_in_flight(self, drained: Mapping[int, list[ProducerBatch]]) -> None:
+        for batches in drained.values():
+            for batch in batches:
+                self._in_flight.setdefault(batch.topic_partition, []).append(batch)
+                if self._guarantee_order:
+                    self._accumulator.mute(batch.topic_partition)
+
+    def _expire_batches(self, now_ms: int) -> None:
+        """Fail batches past ``delivery.timeout.ms``, in flight and queued (Java's order)."""
+        in_flight = self._expired_in_flight(now_ms)
+        queued = self._accumulator.expired_batches(now_ms)
+        for batch in in_flight + queued:
+            self._fail_batch(batch, batch.timeout_error(now_ms), adjust_sequence_numbers=False)
+        if self._idempotence is None:
+            return
+        sent = set(map(id, in_flight))
+        for batch in in_flight + queued:
+            if batch.has_sequence and (batch.in_retry or id(batch) in sent):
+                # it may have been written: hold new batches back until this resolves
+                self._idempotence.mark_sequence_unresolved(batch)
+
+    def _expired_in_flight(self, now_ms: int) -> list[ProducerBatch]:
+        expired: list[ProducerBatch] = []
+        timeout = self._settings.delivery_timeout_ms
+        for tp, batches in list(self._in_flight.items()):
+            while batches and batches[0].has_reached_delivery_timeout(timeout, now_ms):
+                batch = batches.pop(0)
+                if not batch.is_done:
+                    expired.append(batch)
+            if not batches:
+                del self._in_flight[tp]
+        return expired
+
+    def _next_in_flight_expiry_ms(self) -> int:
+        timeout = self._settings.delivery_timeout_ms
+        return min((batches[0].created_ms + timeout for batches in self._in_flight.values()),
+                   default=NO_DELAY_LIMIT_MS)
+
+    def _send_produce_requests(self, drained: Mapping[int, list[ProducerBatch]], now_ms: int) -> bool:
+        """One ProduceRequest per node; whether any was sent."""
+        sent = False
+        for node_id, batches in drained.items():
+            live = [batch for batch in batches if not batch.is_done]  # expired at this very step
+            if live:
+                self._send_produce_request(node_id, live, now_ms)
+                sent = True
+        return sent
+
+    def _send_produce_request(self, node_id: int, batches: list[ProducerBatch], now_ms: int) -> None:
+        acks = self._settings.acks
+        body = produce_request_body(batches, acks=acks, timeout_ms=self._settings.request_timeout_ms)
+        by_partition = {batch.topic_partition: batch for batch in batches}
+        request = ClientRequest(node_id, PRODUCE, body, created_ms=now_ms, expect_response=acks != 0,
+                                callback=partial(self._handle_produce_response, by_partition))
+        log.debug("sending %d batch(es) to node %d", len(batches), node_id)
+        try:
+            self._client.send(request, now_ms)
+        except UnsupportedVersionError as exc:    # the broker speaks no Produce version of ours
+            failed = PartitionResult(UNSUPPORTED_VERSION, error_message=str(exc))
+            for batch in batches:
+                self._complete_batch(batch, failed, now_ms)
+            return
+        for batch in batches:
+            batch.in_flight = True
+        self._record_metric("on_produce_request", node_id, batches, now_ms)
+
+    def _poll_timeout(self, result: ReadyCheckResult, ready: ReadyNodes, sent: bool,
+                      now_ms: int) -> int:
+        if sent:
+            return 0
+        next_expiry = min(self._accumulator.next_expiry_time_ms, self._next_in_flight_expiry_ms())
+        timeout = min(result.next_ready_check_delay_ms, ready.not_ready_timeout_ms,
+                      next_expiry - now_ms)
+        if ready.nodes:  # data ready, nothing drainable: wait for an event, do not spin
+            timeout = min(timeout, self._settings.retry_backoff_ms)
+        return max(timeout, 0)
+
+    # --- responses ------------------------------------------------------------------------------
+
+    def _handle_produce_response(self, batches: Mapping[TopicPartition, ProducerBatch],
+                                 response: ClientResponse) -> None:
+        """Runs inside ``client.poll``: decide every batch of the request."""
+        now_ms = response.received_ms
+        if not response.disconnected and response.latency_ms is not None:
+            self._record_metric("on_response", response.node_id, response.latency_ms)
+        results = partition_results(response, batches)
+        for tp, batch in batches.items():
+            batch.in_flight = False
+            try:
+                self._complete_batch(batch, results[tp], now_ms)
+            except Exception as exc:             # a bug here must not strand the other batches
+                log.exception("error while completing the batch for %s", tp)
+                if batch.fail(exc):
+                    self._remove_and_deallocate(batch)
+
+    def _complete_batch(self, batch: ProducerBatch, result: PartitionResult, now_ms: int) -> None:
+        """Java's ``Sender.completeBatch`` for one partition's result."""
+        code = result.error_code
+        if code == NONE:
+            self._succeed_batch(batch, result)
+        elif code == MESSAGE_TOO_LARGE and batch.record_count > 1 and not batch.is_done:
+            self._fail_batch(batch, too_large_error(batch), adjust_sequence_numbers=True)
+        elif self._can_retry(batch, result, now_ms):
+            log.warning("got error %s for %s (attempt %d); retrying", result.error_class.__name__
+                        if result.error_class else code, batch.topic_partition, batch.attempts + 1)
+            self._reenqueue_batch(batch, now_ms)
+        elif code == DUPLICATE_SEQUENCE_NUMBER:
+            self._succeed_batch(batch, result)   # the broker already has it
+        else:
+            self._fail_batch(batch, batch_error(batch, result),
+                             adjust_sequence_numbers=batch.attempts < self._settings.retries)
+        if code != NONE and result.invalid_metadata:
+            log.warning("%s for %s: requesting a metadata update", result.error_class.name,
+                        batch.topic_partition)
+            self._metadata.request_update(now_ms)
+        if self._guarantee_order:
+            self._accumulator.unmute(batch.topic_partition)
+
+    def _can_retry(self, batch: ProducerBatch, result: PartitionResult, now_ms: int) -> bool:
+        if (batch.has_reached_delivery_timeout(self._settings.delivery_timeout_ms, now_ms)
+                or batch.attempts >= self._settings.retries or batch.is_done):
+            return False
+        if self._idempotence is None:
+            return result.retriable
+        decision = self._idempotence.can_retry(batch, result.error_code, result.log_start_offset)
+        return decision.retry
+
+    def _succeed_batch(self, batch: ProducerBatch, result: PartitionResult) -> None:
+        if self._idempotence is not None:
+            self._idempotence.handle_completed_batch(batch, result.base_offset)
+        if batch.complete(result.base_offset, result.log_append_time_ms):
+            self._remove_and_deallocate(batch)
+
+    def _fail_batch(self, batch: ProducerBatch, exc: BaseException, *,
+                    adjust_sequence_numbers: bool) -> None:
+        if not batch.is_done:
+            self._record_metric("on_error", batch.topic_partition.topic, batch.record_count)
+        if self._idempotence is not None:
+            self._idempotence.handle_failed_batch(batch, exc, adjust_sequence_numbers)
+        if batch.fail(exc):
+            self._remove_and_deallocate(batch)
+
+    def _reenqueue_batch(self, batch: ProducerBatch, now_ms: int) -> None:
+        self._accumulator.reenqueue(batch, now_ms)
+        self._remove_in_flight(batch)
+        self._record_metric("on_retry", batch.topic_partition.topic, batch.record_count)
+
+    def _record_metric(self, name: str, *args: Any) -> None:
+        """Call ``metrics.<name>(*args)`` if there are metrics; a metrics bug is only logged."""
+        if self._metrics is None:
+            return
+        try:
+            getattr(self._metrics, name)(*args)
+        except Exception:
+            log.exception("error in producer metrics (%s)", name)
+
+    def _remove_and_deallocate(self, batch: ProducerBatch) -> None:
+        self._remove_in_flight(batch)
+        self._accumulator.deallocate(batch)
+
+    def _remove_in_flight(self, batch: ProducerBatch) -> None:
+        tp = batch.topic_partition
+        batches = self._in_flight.get(tp)
+        if batches is None:
+            return
+        batches[:] = [b for b in batches if b is not batch]
+        if not batches:
+            del self._in_flight[tp]

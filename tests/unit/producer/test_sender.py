@@ -1,0 +1,538 @@
+"""Sender: stepped by hand (``run_once``) over in-memory brokers and a fake clock, as SenderTest.
+
+One test runs the real thread (``run`` and close); the others never block.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from spark_kafka_sink.errors import (
+    ClusterAuthorizationFailedError, KafkaTimeoutError, NotLeaderOrFollowerError,
+    OutOfOrderSequenceNumberError, ProducerClosedError, RecordTooLargeError,
+    TopicAuthorizationFailedError,
+)
+from spark_kafka_sink.producer.sender import SenderSettings
+from spark_kafka_sink.structs import TopicPartition
+
+from .sender_harness import (
+    INIT_PRODUCER_ID, MEMORY, METADATA, PRODUCE, PRODUCER_ID, Harness, RecordingMetrics,
+)
+
+T0, T1, T2, T3 = (TopicPartition("t", p) for p in range(4))   # leaders 1, 2, 1, 2
+NOT_LEADER, OUT_OF_ORDER, DUPLICATE, UNKNOWN_PID = 6, 45, 46, 59
+
+
+def produced(h: Harness) -> int:
+    return len(h.requests(PRODUCE))
+
+
+# --- settings ---------------------------------------------------------------------------------------
+
+def test_settings_from_producer_config():
+    from spark_kafka_sink.config import ProducerConfig
+    config = ProducerConfig({"bootstrap.servers": "b:9092", "retries": 7, "acks": "all",
+                             "max.in.flight.requests.per.connection": 1})
+    settings = SenderSettings.from_config(config)
+    assert (settings.retries, settings.acks, settings.max_in_flight_requests_per_connection) == (7, -1, 1)
+    assert settings.delivery_timeout_ms == config.delivery_timeout_ms
+    assert settings.transaction_timeout_ms == 60_000
+
+
+# --- metadata, linger, drain ------------------------------------------------------------------------
+
+def test_unknown_topic_gets_metadata_then_produce():
+    h = Harness()
+    future = h.append(T0)
+    h.run_until(future.done)
+    assert future.result().offset == 0
+    first_with_topic = next(i for i, r in enumerate(h.all_requests(1)) if r.api is METADATA
+                            and any(t.name == "t" for t in r.body.topics or ()))
+    assert first_with_topic < [r.api for r in h.all_requests(1)].index(PRODUCE)
+
+
+def test_linger_holds_the_batch_until_it_elapses():
+    h = Harness(linger_ms=100)
+    h.bootstrap()
+    h.append(T0)
+    assert h.sender.send_producer_data(h.now) == 100     # the poll timeout is the linger left
+    h.step(10)
+    h.clock.advance(99)
+    h.step(10)
+    assert produced(h) == 0
+    h.clock.advance(1)
+    h.run_until(lambda: produced(h) == 1)
+
+
+def test_one_request_per_node_with_several_partitions():
+    h = Harness(topics={"t": 4})
+    h.bootstrap()
+    futures = [h.append(tp) for tp in (T0, T1, T2, T3)]
+    h.run_until(lambda: all(f.done() for f in futures))
+    assert [set(b) for b in h.produce_batches(1)] == [{T0, T2}]
+    assert [set(b) for b in h.produce_batches(2)] == [{T1, T3}]
+
+
+def test_max_request_size_splits_requests_per_node():
+    h = Harness(topics={"t": 4}, max_request_size=100)
+    h.bootstrap()
+    futures = [h.append(tp, value=b"x" * 60) for tp in (T0, T2)]   # both on node 1
+    h.run_until(lambda: all(f.done() for f in futures))
+    assert sorted(len(b) for b in h.produce_batches(1)) == [1, 1]
+
+
+def test_success_completes_futures_with_offsets_and_frees_memory():
+    h = Harness()
+    h.bootstrap()
+    h.log[T0].extend([None] * 5)                 # the partition already holds offsets 0..4
+    futures = [h.append(T0, value=bytes([i])) for i in range(3)]
+    h.run_until(lambda: all(f.done() for f in futures))
+    assert [f.result().offset for f in futures] == [5, 6, 7]
+    assert h.pool.available_memory == MEMORY
+    assert not h.accumulator.has_incomplete()
+
+
+def test_poll_timeout_is_zero_after_a_send_and_waits_when_idle():
+    h = Harness()
+    h.bootstrap()
+    h.append(T0)
+    h.run_until(lambda: h.client.is_ready(1, h.now) or produced(h) > 0)
+    h.run_until(lambda: produced(h) == 1)
+    assert h.sender.send_producer_data(h.now) > 0          # nothing left to send: wait
+
+
+# --- retries ----------------------------------------------------------------------------------------
+
+def test_not_leader_requests_metadata_and_retries_after_backoff():
+    h = Harness()
+    h.bootstrap()
+    h.script(T0, {"error_code": NOT_LEADER})
+    future = h.append(T0)
+    h.run_until(lambda: produced(h) == 1)
+    metadata_before = len(h.requests(METADATA))
+    h.step()                                            # the response is handled in this poll
+    assert h.metadata.update_requested or len(h.requests(METADATA)) > metadata_before
+    h.step(20)
+    assert produced(h) == 1 and not future.done()        # inside the 100 ms backoff
+    h.clock.advance(99)
+    h.step(20)
+    assert produced(h) == 1
+    h.clock.advance(1)
+    h.run_until(future.done)
+    assert future.result().offset == 0
+    assert produced(h) == 2
+    assert len(h.requests(METADATA)) > metadata_before
+
+
+def test_retries_exhausted_fail_with_the_broker_error():
+    h = Harness(retries=2)
+    h.bootstrap()
+    h.script(T0, *[{"error_code": NOT_LEADER, "error_message": "leader moved"}] * 3)
+    future = h.append(T0)
+    h.run_until(future.done, advance_ms=50, max_steps=200)
+    with pytest.raises(NotLeaderOrFollowerError, match="leader moved"):
+        future.result()
+    assert produced(h) == 3
+    assert h.pool.available_memory == MEMORY
+
+
+def test_disconnect_mid_request_retries():
+    h = Harness()
+    h.bootstrap()
+    h.hold_produce = True
+    future = h.append(T0)
+    h.run_until(lambda: produced(h) == 1)
+    h.sel.drop(1)
+    h.step()
+    batch_retried = h.accumulator.queued_batches(T0)
+    assert batch_retried and batch_retried[0].attempts == 1      # NETWORK_EXCEPTION: retried
+    h.hold_produce = False
+    h.run_until(future.done, advance_ms=20, max_steps=200)
+    assert future.result().offset == 0
+    assert produced(h) == 2
+
+
+def test_request_timeout_retries():
+    h = Harness(request_timeout_ms=1000)
+    h.bootstrap()
+    h.hold_produce = True
+    future = h.append(T0)
+    h.run_until(lambda: produced(h) == 1)
+    h.clock.advance(1001)
+    h.step()
+    assert h.accumulator.queued_batches(T0)[0].attempts == 1     # REQUEST_TIMED_OUT: retried
+    h.hold_produce = False
+    h.run_until(future.done, advance_ms=20, max_steps=200)
+    assert future.result().offset == 0
+
+
+def test_fatal_error_fails_at_once():
+    metrics = RecordingMetrics()
+    h = Harness(metrics=metrics)
+    h.bootstrap()
+    h.script(T0, {"error_code": 29})
+    future = h.append(T0)
+    h.run_until(future.done)
+    with pytest.raises(TopicAuthorizationFailedError, match=r"Not authorized to access topics: \[t\]"):
+        future.result()
+    assert produced(h) == 1
+    assert "retry" not in metrics.names() and "error" in metrics.names()
+
+
+def test_record_errors_and_message_are_in_the_failure():
+    h = Harness()
+    h.bootstrap()
+    h.script(T0, {"error_code": 87, "error_message": "bad batch",
+                  "record_errors": [{"batch_index": 1, "batch_index_error_message": "no key"}]})
+    future = h.append(T0)
+    h.run_until(future.done)
+    with pytest.raises(Exception, match="bad batch.*record 1: no key"):
+        future.result()
+
+
+def test_message_too_large_with_several_records_fails_clearly():
+    h = Harness()
+    h.bootstrap()
+    h.script(T0, {"error_code": 10})
+    futures = [h.append(T0), h.append(T0)]
+    h.run_until(lambda: all(f.done() for f in futures))
+    with pytest.raises(RecordTooLargeError, match="2 records.*splitting batches is not implemented"):
+        futures[0].result()
+
+
+# --- expiry -----------------------------------------------------------------------------------------
+
+def test_delivery_timeout_expires_queued_batches():
+    h = Harness(delivery_timeout_ms=1000)
+    h.bootstrap()
+    del h.sel.brokers[("b2", 9092)]         # node 2 refuses every connection from now on
+    future = h.append(T1)                   # led by node 2, which never connects
+    h.step(5)
+    assert not future.done()
+    h.clock.advance(1000)
+    h.step()
+    with pytest.raises(KafkaTimeoutError, match=r"Expiring 1 record\(s\) for t-1"):
+        future.result()
+    assert h.pool.available_memory == MEMORY
+
+
+def test_delivery_timeout_expires_in_flight_batches():
+    h = Harness(delivery_timeout_ms=1000, request_timeout_ms=30_000)
+    h.bootstrap()
+    h.hold_produce = True
+    future = h.append(T0)
+    h.run_until(lambda: produced(h) == 1)
+    h.clock.advance(1000)
+    h.step()
+    with pytest.raises(KafkaTimeoutError, match="ms has passed since batch creation"):
+        future.result()
+    assert h.pool.available_memory == MEMORY
+
+
+# --- ordering ---------------------------------------------------------------------------------------
+
+def test_max_in_flight_one_mutes_the_partition_while_its_batch_is_in_flight():
+    # the client allows 5 per connection here, so only the sender's muting holds t-0 back
+    h = Harness(topics={"t": 4}, max_in_flight=1, client_max_in_flight=5, batch_size=200)
+    h.bootstrap()
+    h.hold_produce = True
+    first = h.append(T0, value=b"a" * 150)
+    second = h.append(T0, value=b"b" * 150)              # a second batch of t-0
+    h.run_until(lambda: produced(h) == 1)
+    assert h.accumulator.is_muted(T0)
+    h.append(T2)                                          # another partition of node 1
+    h.run_until(lambda: produced(h) == 2)
+    assert set(h.produce_batches(1)[1]) == {T2}           # t-0 stays back
+    h.step(5)
+    assert produced(h) == 2
+    h.hold_produce = False
+    h.sel.drop(1)                                         # the held requests come back as errors
+    h.run_until(lambda: first.done() and second.done(), advance_ms=20, max_steps=300)
+    assert first.result().offset < second.result().offset
+
+
+# --- acks=0 -----------------------------------------------------------------------------------------
+
+def test_acks_zero_completes_without_a_response():
+    h = Harness(acks=0)
+    h.bootstrap()
+    future = h.append(T0)
+    h.run_until(future.done)
+    assert future.result().offset == -1
+    assert h.pool.available_memory == MEMORY
+
+
+# --- idempotence ------------------------------------------------------------------------------------
+
+def test_idempotent_producer_gets_an_id_first_and_stamps_sequences():
+    h = Harness(idempotent=True)
+    h.bootstrap()
+    futures = [h.append(T0)]
+    h.run_until(futures[0].done)
+    futures.append(h.append(T0))
+    futures.append(h.append(T0))
+    h.run_until(futures[2].done)
+    apis = [r.api for r in h.all_requests(1) + h.all_requests(2) if r.api in (INIT_PRODUCER_ID, PRODUCE)]
+    assert INIT_PRODUCER_ID in apis
+    init_request = h.requests(INIT_PRODUCER_ID)[0]
+    assert init_request.body.transactional_id is None
+    assert (init_request.body.producer_id, init_request.body.producer_epoch) == (-1, -1)
+    batches = [b[T0] for b in h.produce_batches()]
+    assert [(b.producer_id, b.producer_epoch, b.base_sequence) for b in batches] == [
+        (PRODUCER_ID, 0, 0), (PRODUCER_ID, 0, 1)]
+    assert [f.result().offset for f in futures] == [0, 1, 2]
+
+
+def test_init_producer_id_retriable_error_is_retried_after_backoff():
+    h = Harness(idempotent=True)
+    h.bootstrap()
+    h.init_answers = [14]                                # COORDINATOR_LOAD_IN_PROGRESS
+    future = h.append(T0)
+    h.run_until(lambda: len(h.requests(INIT_PRODUCER_ID)) == 1)
+    h.step(10)
+    assert len(h.requests(INIT_PRODUCER_ID)) == 1
+    h.clock.advance(100)
+    h.run_until(future.done)
+    assert len(h.requests(INIT_PRODUCER_ID)) == 2
+    assert future.result().offset == 0
+
+
+def test_init_producer_id_fatal_error_fails_the_batches():
+    h = Harness(idempotent=True)
+    h.bootstrap()
+    h.init_answers = [31]                                # CLUSTER_AUTHORIZATION_FAILED
+    future = h.append(T0)
+    h.run_until(future.done)
+    with pytest.raises(ClusterAuthorizationFailedError):
+        future.result()
+    assert produced(h) == 0
+    assert h.pool.available_memory == MEMORY
+
+
+def test_fatal_produce_error_fails_queued_and_in_flight_batches():
+    h = Harness(idempotent=True, topics={"t": 4})
+    h.bootstrap()
+    h.hold_produce = {2}
+    h.script(T0, {"error_code": 31})                     # CLUSTER_AUTHORIZATION_FAILED: fatal
+    in_flight = h.append(T1)                             # node 2: sent, never answered
+    h.run_until(lambda: len(h.requests(PRODUCE, 2)) == 1)
+    failing = h.append(T0)
+    h.run_until(failing.done)
+    queued = h.append(T2)
+    h.step(2)
+    for future in (failing, in_flight, queued):
+        with pytest.raises(ClusterAuthorizationFailedError):
+            future.result()
+    assert h.idempotence.has_fatal_error
+    assert h.pool.available_memory == MEMORY
+
+
+def test_out_of_order_sequence_bumps_the_epoch_and_delivers_once():
+    h = Harness(idempotent=True)
+    h.bootstrap()
+    h.script(T0, {"error_code": OUT_OF_ORDER})
+    future = h.append(T0)
+    h.run_until(future.done, advance_ms=20, max_steps=200)
+    assert future.result().offset == 0
+    batches = [b[T0] for b in h.produce_batches()]
+    assert [(b.producer_epoch, b.base_sequence) for b in batches] == [(0, 0), (1, 0)]
+    assert len(h.log[T0]) == 1                           # written once
+    later = h.append(T0)
+    h.run_until(later.done, advance_ms=20)
+    assert [(b.producer_epoch, b.base_sequence) for b in [h.produce_batches()[-1][T0]]] == [(1, 1)]
+
+
+def test_out_of_order_forever_ends_at_the_delivery_timeout():
+    h = Harness(idempotent=True, delivery_timeout_ms=5000)
+    h.bootstrap()
+    h.script(T0, *[{"error_code": OUT_OF_ORDER}] * 1000)
+    future = h.append(T0)
+    h.run_until(future.done, advance_ms=50, max_steps=1000)
+    with pytest.raises((OutOfOrderSequenceNumberError, KafkaTimeoutError)):
+        future.result()
+    assert produced(h) < 60
+    assert h.idempotence.producer_id_and_epoch.epoch > 1   # each attempt bumped the epoch
+
+
+def test_unknown_producer_id_bumps_the_epoch_and_retries():
+    h = Harness(idempotent=True)
+    h.bootstrap()
+    h.script(T0, {"error_code": UNKNOWN_PID, "log_start_offset": 0})
+    future = h.append(T0)
+    h.run_until(future.done, advance_ms=20, max_steps=200)
+    assert future.result().offset == 0
+    batches = [b[T0] for b in h.produce_batches()]
+    assert [(b.producer_epoch, b.base_sequence) for b in batches] == [(0, 0), (1, 0)]
+
+
+def test_unknown_producer_id_without_log_start_offset_retries_unchanged():
+    h = Harness(idempotent=True)
+    h.bootstrap()
+    h.script(T0, {"error_code": UNKNOWN_PID, "log_start_offset": -1})
+    future = h.append(T0)
+    h.run_until(future.done, advance_ms=20, max_steps=200)
+    batches = [b[T0] for b in h.produce_batches()]
+    assert [(b.producer_epoch, b.base_sequence) for b in batches] == [(0, 0), (0, 0)]
+
+
+def test_ready_data_the_idempotence_gate_holds_back_does_not_spin():
+    h = Harness(idempotent=True, retry_backoff_ms=100)
+    h.bootstrap()
+    h.append(T0)
+    for _ in range(20):                        # connect node 1, but never send InitProducerId
+        h.sender.send_producer_data(h.now)
+        h.client.poll(0, h.now)
+    assert h.client.is_ready(1, h.now)
+    assert h.sender.send_producer_data(h.now) == 100    # no producer id: wait, do not spin
+    assert produced(h) == 0
+
+
+def test_expired_in_flight_batch_leads_to_an_epoch_bump_for_later_batches():
+    h = Harness(idempotent=True, delivery_timeout_ms=1000)
+    h.bootstrap()
+    h.hold_produce = True
+    expired = h.append(T0)
+    h.run_until(lambda: produced(h) == 1)
+    h.clock.advance(1000)
+    h.step()
+    assert isinstance(expired.exception(), KafkaTimeoutError)
+    assert h.idempotence.has_unresolved_sequence(T0)
+    h.hold_produce = False
+    h.sel.drop(1)                                # the held request ends: outcome never known
+    later = h.append(T0)
+    h.run_until(later.done, advance_ms=20, max_steps=200)
+    assert later.result().offset == 0
+    last = h.produce_batches()[-1][T0]
+    # a new epoch, sequences from 0 (bumped once on resolving, and once more, as Java, when the
+    # dropped request failed the already-expired batch with adjust_sequence_numbers)
+    assert last.producer_epoch >= 1 and last.base_sequence == 0
+
+
+def test_first_batch_goes_alone_so_a_transient_error_cannot_reorder_records():
+    # Seen against Apache Kafka 4.1 right after topic creation: the first Produce of a partition
+    # was answered NOT_LEADER_OR_FOLLOWER while the next batch was in flight behind it, and a
+    # broker with no state for the producer takes any first sequence, so the second batch was
+    # written first. Until the partition's first batch is acknowledged it must go alone.
+    metrics = RecordingMetrics()
+    h = Harness(idempotent=True, batch_size=200, metrics=metrics)   # one record per batch
+    h.bootstrap()
+    h.defer_produce = True                 # answers come later: several requests may be in flight
+    h.script(T0, {"error_code": NOT_LEADER})
+    values = [bytes([ord("a") + i]) * 150 for i in range(4)]
+    futures = [h.append(T0, value=value) for value in values]
+
+    def in_flight() -> int:                # Produce requests (each one t-0 batch) not yet handled
+        return produced(h) - metrics.names().count("response")
+
+    before_ack, after_ack = [], []
+    for step in range(300):
+        if all(f.done() for f in futures):
+            break
+        h.step()
+        (after_ack if futures[0].done() else before_ack).append(in_flight())
+        if step % 4 == 3:
+            h.answer_deferred()            # the broker handles what it holds, oldest first
+        h.clock.advance(20)
+    assert all(f.done() for f in futures)
+
+    assert max(before_ack) == 1            # never two batches of t-0 in flight before the first ack
+    assert max(after_ack) >= 2             # acknowledged once: the partition pipelines again
+    assert not h.scripts[T0]               # the NOT_LEADER_OR_FOLLOWER was answered
+    assert [(b.producer_epoch, b.base_sequence) for b in (r[T0] for r in h.produce_batches())] == [
+        (0, 0), (0, 0), (0, 1), (0, 2), (0, 3)]   # the first batch alone, retried, then the rest
+    assert [value for *_, value in h.log[T0]] == values       # in order, each exactly once
+    assert [seq for _, _, seq, _ in h.log[T0]] == [0, 1, 2, 3]
+    assert [f.result().offset for f in futures] == [0, 1, 2, 3]
+    assert h.pool.available_memory == MEMORY
+
+
+def test_duplicate_sequence_is_success():
+    h = Harness(idempotent=True)
+    h.bootstrap()
+    h.script(T0, {"error_code": DUPLICATE, "base_offset": 7})
+    future = h.append(T0)
+    h.run_until(future.done)
+    assert future.exception() is None
+    assert produced(h) == 1
+    assert h.pool.available_memory == MEMORY
+
+
+# --- metrics ----------------------------------------------------------------------------------------
+
+def test_metrics_hooks_are_called():
+    metrics = RecordingMetrics()
+    h = Harness(metrics=metrics)
+    h.bootstrap()
+    h.script(T0, {"error_code": NOT_LEADER})
+    future = h.append(T0)
+    h.run_until(future.done, advance_ms=20, max_steps=200)
+    assert metrics.names().count("request") == 2
+    assert ("retry", ("t", 1)) in metrics.calls
+    assert metrics.names().count("response") == 2
+
+
+# --- close and the thread ---------------------------------------------------------------------------
+
+def test_graceful_close_sends_what_is_pending():
+    h = Harness(linger_ms=60_000)
+    h.bootstrap()
+    future = h.append(T0)
+    h.sender.initiate_close()
+    h.sender.run()                           # returns once everything is delivered
+    assert future.result().offset == 0
+    assert h.sel.closed
+
+
+def test_force_close_aborts_with_a_clear_error():
+    h = Harness()
+    h.bootstrap()
+    h.hold_produce = True
+    in_flight = h.append(T0)
+    h.run_until(lambda: produced(h) == 1)
+    queued = h.append(T1)
+    h.sender.force_close()
+    h.sender.run()
+    for future in (in_flight, queued):
+        with pytest.raises(ProducerClosedError, match="closed forcefully"):
+            future.result()
+    assert h.pool.available_memory == MEMORY
+    assert h.sel.closed
+
+
+def test_run_thread_survives_a_crash_and_exits_on_close():
+    h = Harness()
+    h.bootstrap()
+    real_ready = h.accumulator.ready
+    crashes = []
+
+    def ready_that_crashes_once(cluster, now_ms):
+        if not crashes:
+            crashes.append(now_ms)
+            raise RuntimeError("a bug in one step")
+        return real_ready(cluster, now_ms)
+
+    h.accumulator.ready = ready_that_crashes_once
+    future = h.append(T0)
+    thread = threading.Thread(target=h.sender.run, daemon=True)
+    thread.start()
+    assert future.result(timeout=5).offset == 0          # the loop went on after the crash
+    assert crashes
+    h.sender.initiate_close()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert not h.sender.running
+    assert h.sel.closed
+
+
+def test_a_metrics_bug_does_not_strand_batches():
+    class Exploding(RecordingMetrics):
+        def on_produce_request(self, node_id, batches, now_ms):
+            raise RuntimeError("metrics bug")
+
+    h = Harness(topics={"t": 4}, metrics=Exploding())
+    h.bootstrap()
+    futures = [h.append(tp) for tp in (T0, T1)]             # two nodes, two requests
+    h.run_until(lambda: all(f.done() for f in futures))
+    assert [f.result().offset for f in futures] == [0, 0]
