@@ -1,3 +1,37 @@
-"""spark-kafka-sink: write Spark DataFrames to Apache Kafka with a pure-Python producer."""
+"""spark-kafka-sink: write Spark DataFrames to Apache Kafka with a pure-Python producer.
+
+``KafkaProducer`` and ``ProducerConfig`` are imported on first use (PEP 562), so tools that need
+only a corner of the package (the embedded broker, the CLI) do not load the producer's
+dependencies.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "KafkaProducer": "spark_kafka_sink.producer.producer",
+    "ProducerConfig": "spark_kafka_sink.config",
+    "RecordMetadata": "spark_kafka_sink.structs",
+    "TopicPartition": "spark_kafka_sink.structs",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from .config import ProducerConfig
+    from .producer.producer import KafkaProducer
+    from .structs import RecordMetadata, TopicPartition

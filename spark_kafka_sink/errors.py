@@ -182,6 +182,11 @@ for _code, _name, _retriable, _invalid in _CODES:
 del _code, _name, _retriable, _invalid, _cls
 
 
+# Java's RecordTooLargeException is the exception of code 10: the producer raises it before sending a
+# record too large for max.request.size / buffer.memory, the broker answers it for a batch too large.
+RecordTooLargeError = MessageTooLargeError  # noqa: F821 (defined by the loop above)
+
+
 class UnknownBrokerError(BrokerResponseError):
     """An error code this client has no class for (a newer broker); never retried."""
 

@@ -66,3 +66,13 @@ def consume_all(bootstrap: str, topic: str, partitions: int, *, expected_count: 
                              f"expected {expected_count} in all, partitions at end: {sorted(at_eof)}")
     finally:
         consumer.close()
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int, *, timeout_s: float = 10.0) -> dict[int, int]:
+    """Each partition's high watermark, as confluent-kafka reads it from the broker."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-end-{topic}"})
+    try:
+        return {p: consumer.get_watermark_offsets(CkTopicPartition(topic, p), timeout=timeout_s)[1]
+                for p in range(partitions)}
+    finally:
+        consumer.close()

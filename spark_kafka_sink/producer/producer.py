@@ -1,0 +1,236 @@
+"""KafkaProducer: the thin facade over metadata, partitioner, accumulator and sender thread.
+
+``send()`` runs on the caller's thread and never touches a socket (DESIGN.md §4):
+
+1. wait, at most ``max.block.ms``, for the topic's metadata (only the first send to a topic waits);
+2. check the record's size against ``max.request.size`` and ``buffer.memory``;
+3. pick the partition: an explicit one wins (checked against the count); a key goes to
+   ``toPositive(murmur2(key)) % numPartitions`` as in Java; no key (or ``partitioner.ignore.keys``)
+   goes to the uniform sticky partitioner (KIP-794);
+4. append to the accumulator (which may block for memory, within what is left of
+   ``max.block.ms``), and wake the sender when a batch filled up or a new one started.
+
+It returns a future of :class:`~spark_kafka_sink.structs.RecordMetadata` with the
+``concurrent.futures.Future`` API (``result``, ``exception``, ``done``, ``add_done_callback``;
+``to_concurrent_future()`` gives a real one for ``concurrent.futures.wait``); ``callback(metadata,
+exception)`` runs on the sender thread when the record completes.
+
+The sender thread is the only other thread; it lives exactly as long as the producer:
+``close()`` delivers what is pending (within ``timeout``), then stops it and closes every socket.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from typing import Any, Mapping
+
+from ..client.cluster import ClusterSnapshot, PartitionInfo
+from ..client.metadata import Metadata
+from ..client.network_client import NetworkClient, NetworkSettings
+from ..client.selector import Selectable, Selector
+from ..clock import SYSTEM_CLOCK, Clock
+from ..config import ProducerConfig
+from ..errors import KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
+from ..record import CompressionType, RecordBatchBuilder
+from ..structs import TopicPartition
+from .accumulator import RecordAccumulator
+from .buffer_pool import BufferPool
+from .future import RecordFuture
+from .idempotence import IdempotenceState
+from .metrics import MetricsSnapshot, ProducerMetrics
+from .partitioner import StickyPartitioner, TopicPartitions, check_partition, partition_for_key
+from .sender import Sender, SenderSettings
+
+log = logging.getLogger(__name__)
+
+_client_ids = itertools.count(1)
+
+_LEVEL_ATTRIBUTE = {
+    CompressionType.GZIP: "compression_gzip_level",
+    CompressionType.LZ4: "compression_lz4_level",
+    CompressionType.ZSTD: "compression_zstd_level",
+}
+
+
+def _as_bytes(value: Any, argument: str) -> bytes | bytearray | memoryview | None:
+    """``str`` becomes UTF-8; bytes-likes and None pass; anything else is a TypeError naming it."""
+    if value is None or isinstance(value, (bytes, bytearray, memoryview)):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise TypeError(f"{argument} must be bytes, str or None, not {type(value).__name__}")
+
+
+class KafkaProducer:
+    """Sends records to Kafka from any number of threads; see the module docstring.
+
+    ``config``: a mapping of Java producer property names (``{"bootstrap.servers": ...,
+    "linger.ms": 5}``) or a :class:`~spark_kafka_sink.config.ProducerConfig`. ``clock`` and
+    ``selector`` are for tests.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | ProducerConfig, *, clock: Clock = SYSTEM_CLOCK,
+                 selector: Selectable | None = None):
+        self.config = cfg = ProducerConfig.coerce(config)
+        self.client_id = cfg.client_id or f"producer-{next(_client_ids)}"
+        self._clock = clock
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._tps: dict[tuple[str, int], TopicPartition] = {}
+        self._views: tuple[ClusterSnapshot | None, dict[str, TopicPartitions]] = (None, {})
+        self._metadata = Metadata(
+            [(hp.host, hp.port) for hp in cfg.bootstrap_servers],
+            metadata_max_age_ms=cfg.metadata_max_age_ms, metadata_max_idle_ms=cfg.metadata_max_idle_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms, retry_backoff_max_ms=cfg.retry_backoff_max_ms)
+        self._pool = BufferPool(cfg.buffer_memory, cfg.batch_size, clock=clock)
+        idempotence = IdempotenceState() if cfg.enable_idempotence else None
+        self._partitioner = StickyPartitioner(
+            cfg.batch_size, adaptive=cfg.partitioner_adaptive_partitioning_enable,
+            availability_timeout_ms=cfg.partitioner_availability_timeout_ms)
+        level_attribute = _LEVEL_ATTRIBUTE.get(cfg.compression_type)
+        self._accumulator = RecordAccumulator(
+            batch_size=cfg.batch_size, compression_type=cfg.compression_type,
+            compression_level=getattr(cfg, level_attribute) if level_attribute else None,
+            linger_ms=cfg.linger_ms, retry_backoff_ms=cfg.retry_backoff_ms,
+            retry_backoff_max_ms=cfg.retry_backoff_max_ms, delivery_timeout_ms=cfg.delivery_timeout_ms,
+            buffer_pool=self._pool, clock=clock, idempotence=idempotence, partitioner=self._partitioner)
+        self._client = NetworkClient(
+            selector=selector or Selector(clock=clock, connections_max_idle_ms=cfg.connections_max_idle_ms),
+            metadata=self._metadata, clock=clock,
+            settings=NetworkSettings.from_config(cfg, client_id=self.client_id))
+        self._metrics = ProducerMetrics(clock=clock, client_id=self.client_id)
+        self._metrics.register_gauges(buffer_pool=self._pool, metadata=self._metadata, client=self._client)
+        self._sender = Sender(client=self._client, metadata=self._metadata, accumulator=self._accumulator,
+                              clock=clock, settings=SenderSettings.from_config(cfg),
+                              idempotence=idempotence, metrics=self._metrics)
+        self._thread = threading.Thread(target=self._sender.run, daemon=True,
+                                        name=f"kafka-producer-network-thread | {self.client_id}")
+        self._thread.start()
+
+    # --- sending --------------------------------------------------------------------------------
+
+    def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+             timestamp_ms: int | None = None, headers: list[tuple[str, bytes | None]] | None = None,
+             callback=None) -> RecordFuture:
+        """Queue one record; returns its future (see the module docstring).
+
+        Raises at once: ``TypeError`` for a key/value that is not bytes, str or None;
+        ``RecordTooLargeError`` over ``max.request.size`` or ``buffer.memory``;
+        ``InvalidPartitionError``; ``MetadataTimeoutError`` / ``BufferExhaustedError`` when
+        ``max.block.ms`` runs out; ``ProducerClosedError`` after ``close()``.
+        """
+        if self._closed:
+            raise ProducerClosedError("cannot send after the producer is closed")
+        key = _as_bytes(key, "key")
+        value = _as_bytes(value, "value")
+        self._check_size(topic, key, value, headers)
+        clock = self._clock
+        start_ms = clock.monotonic_ms()
+        max_block_ms = self.config.max_block_ms
+        snapshot = self._metadata.await_topic(topic, max_block_ms, clock)
+        now_ms = clock.monotonic_ms()
+        remaining_ms = max(0, max_block_ms - (now_ms - start_ms))
+        if timestamp_ms is None:
+            timestamp_ms = clock.now_ms()
+        if partition is None and (key is None or self.config.partitioner_ignore_keys):
+            result = self._accumulator.append_sticky(topic, self._view(snapshot, topic), timestamp_ms, key,
+                                                     value, headers, callback, remaining_ms, now_ms)
+        else:
+            count = snapshot.partition_count(topic)
+            if partition is None:
+                partition = partition_for_key(key, count)
+            else:
+                check_partition(topic, partition, count)
+            result = self._accumulator.append(self._tp(topic, partition), timestamp_ms, key, value,
+                                              headers, callback, remaining_ms, now_ms)
+        if result.batch_is_full or result.new_batch_created:
+            self._sender.wakeup()
+        return result.future
+
+    def _check_size(self, topic: str, key, value, headers) -> None:
+        """Java's ``ensureValidRecordSize``: the record alone in a batch must fit both limits."""
+        size = RecordBatchBuilder.estimate_size_upper_bound(key, value, headers)
+        for limit, name in ((self.config.max_request_size, "max.request.size"),
+                            (self.config.buffer_memory, "buffer.memory")):
+            if size > limit:
+                raise RecordTooLargeError(
+                    f"a record for topic {topic!r} is {size} bytes when serialized, which is larger "
+                    f"than {limit}, the value of the {name} configuration")
+
+    def _tp(self, topic: str, partition: int) -> TopicPartition:
+        tp = self._tps.get((topic, partition))
+        if tp is None:
+            tp = self._tps[(topic, partition)] = TopicPartition(topic, partition)
+        return tp
+
+    def _view(self, snapshot: ClusterSnapshot, topic: str) -> TopicPartitions:
+        """The topic as the sticky partitioner sees it, cached per metadata snapshot."""
+        cached_snapshot, views = self._views
+        if cached_snapshot is not snapshot:
+            views = {}
+            self._views = (snapshot, views)
+        view = views.get(topic)
+        if view is None:
+            view = views[topic] = TopicPartitions(snapshot.partition_count(topic),
+                                                  snapshot.available_partitions_for(topic))
+        return view
+
+    # --- flush, close, introspection ------------------------------------------------------------
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Make every queued record sendable now and wait until all have completed (callbacks
+        included). ``timeout`` in seconds; ``KafkaTimeoutError`` if it runs out."""
+        self._accumulator.begin_flush()
+        self._sender.wakeup()
+        timeout_ms = None if timeout is None else int(timeout * 1000)
+        if not self._accumulator.await_flush_completion(timeout_ms):
+            raise KafkaTimeoutError(f"flush did not complete within {timeout} s")
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver what is pending, then stop the sender thread and close every connection.
+
+        ``timeout`` (seconds) bounds the graceful part; records still pending then fail with
+        ``ProducerClosedError``. ``close(0)`` fails them at once. Safe to call twice.
+        """
+        with self._close_lock:
+            if self._closed and not self._thread.is_alive():
+                return
+            self._closed = True
+        if self._thread is threading.current_thread():
+            raise RuntimeError("close() called from a producer callback: it would wait for itself")
+        if timeout == 0:
+            self._sender.force_close()
+        else:
+            self._sender.initiate_close()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning("producer %s: pending records not delivered within %s s; aborting them",
+                        self.client_id, timeout)
+            self._sender.force_close()
+            self._thread.join()
+        self._metadata.close()
+
+    def partitions_for(self, topic: str) -> tuple[PartitionInfo, ...]:
+        """The topic's partitions, waiting up to ``max.block.ms`` for its metadata."""
+        snapshot = self._metadata.await_topic(topic, self.config.max_block_ms, self._clock)
+        return snapshot.partitions_for(topic)
+
+    def metrics(self) -> dict[str, float]:
+        """Current metric values by Java name (``record-send-total``, ``topic.<t>.byte-total``...)."""
+        return self._metrics.snapshot().as_dict()
+
+    def metrics_snapshot(self) -> MetricsSnapshot:
+        """The metrics as a mergeable value (the Spark layer sums them across tasks)."""
+        return self._metrics.snapshot()
+
+    def __enter__(self) -> "KafkaProducer":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"KafkaProducer(client_id={self.client_id!r}, {state}, config={self.config!r})"
