@@ -131,6 +131,19 @@ class Metadata:
             log.debug("metadata update requested at %d ms (version %d)", now_ms, self._version)
             return self._version
 
+    def used_snapshot(self, topic: str, now_ms: int) -> ClusterSnapshot | None:
+        """The lock-free fast path of :meth:`await_topic` for ``send()``: the current snapshot
+        when ``topic`` has partitions in it and was already marked used at ``now_ms`` (its idle
+        expiry is then exactly what :meth:`await_topic` would set); ``None`` otherwise, and the
+        caller goes through :meth:`await_topic`. A busy producer thus takes the lock once per
+        millisecond and topic instead of once per record.
+
+        Reads only: a ``dict.get`` and the snapshot reference, both atomic under the GIL."""
+        snapshot = self._snapshot
+        if self._topics.get(topic) == now_ms + self._max_idle_ms and snapshot.partition_count(topic):
+            return snapshot
+        return None
+
     def await_topic(self, topic: str, max_wait_ms: int, clock: Clock, *,
                     partition: int | None = None) -> ClusterSnapshot:
         """Block until ``topic`` has partitions (more than ``partition`` when given); returns that

@@ -98,6 +98,7 @@ class NetworkClient:
         self._needs_api_versions: dict[int, int] = {}      # node -> ApiVersions version to send
         self._updater = MetadataUpdater(metadata, settings.request_timeout_ms)
         self._closed = False
+        self._polling_until_ms: int | None = None  # see wakeup_by
         metadata.set_waker(self.wakeup)
 
     # --- readiness ------------------------------------------------------------------------------
@@ -181,7 +182,13 @@ class NetworkClient:
         """Do the I/O (waiting up to ``timeout_ms``) and return the requests that completed."""
         self._ensure_open()
         metadata_timeout = self.maybe_update_metadata(now_ms)
-        result = self._selector.poll(self._poll_timeout(timeout_ms, metadata_timeout, now_ms))
+        wait_ms = self._poll_timeout(timeout_ms, metadata_timeout, now_ms)
+        # +1: the wait is rounded to whole ms while the clock is read to the ms below it
+        self._polling_until_ms = self._clock.monotonic_ms() + wait_ms + 1
+        try:
+            result = self._selector.poll(wait_ms)
+        finally:
+            self._polling_until_ms = None
         now_ms = self._clock.monotonic_ms()
         responses: list[ClientResponse] = []
         self._handle_completed_sends(result, responses, now_ms)
@@ -217,6 +224,20 @@ class NetworkClient:
     def wakeup(self) -> None:
         """Make a blocked ``poll`` return now. Safe from any thread."""
         self._selector.wakeup()
+
+    def wakeup_by(self, deadline_ms: int) -> None:
+        """Make ``poll`` return by ``deadline_ms`` (monotonic): nothing to do when a poll is
+        waiting and ends by then anyway, else :meth:`wakeup`. Safe from any thread.
+
+        For work that is not due at once (a new batch lingers ``linger.ms``), so a producer
+        thread does not wake the sender, and fight it for the GIL, only for it to go back to
+        sleep. No wakeup is lost: ``_polling_until_ms`` is set before the selector waits and
+        cleared as soon as it returns, both after the sender looked at its work; a caller that
+        changed the work before reading it either sees ``None`` (the sender is not waiting: the
+        wakeup makes its next wait return at once) or a wait that ends in time."""
+        until = self._polling_until_ms
+        if until is None or until > deadline_ms:
+            self._selector.wakeup()
 
     def close(self) -> None:
         """Close every connection and the metadata (waking its waiters). Requests still in flight

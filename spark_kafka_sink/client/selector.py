@@ -134,6 +134,7 @@ class Selector:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._wakeup_pending = False  # a wakeup byte is in the pipe, not yet drained
         self._closed = False
 
     # --- the seam -------------------------------------------------------------------------------
@@ -184,7 +185,16 @@ class Selector:
         return out.result()
 
     def wakeup(self) -> None:
-        """Make the current or next ``poll`` return at once. Safe from any thread."""
+        """Make the current or next ``poll`` return at once. Safe from any thread.
+
+        Coalesced: while a byte written by an earlier call is still in the pipe, the next
+        ``poll`` returns at once anyway, so no second byte (and no syscall) is needed. The flag
+        is cleared only after the pipe is drained (:meth:`_drain_wakeup`), so a wakeup is never
+        lost: one that saw the flag set happened before that drain, hence before the poll
+        returned to its caller."""
+        if self._wakeup_pending:
+            return
+        self._wakeup_pending = True
         try:
             self._wake_w.send(b"\x00")
         except OSError:        # the pipe is full (a wakeup is pending anyway) or closed
@@ -304,6 +314,7 @@ class Selector:
                 pass
         except (BlockingIOError, InterruptedError):
             pass
+        self._wakeup_pending = False  # after the drain: see wakeup
 
     def _next_address(self, host: str, port: int) -> tuple:
         """Resolve ``host`` and take its addresses in turn, one per connection attempt, so a

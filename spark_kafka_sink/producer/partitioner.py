@@ -33,6 +33,7 @@ drops partitions of slow nodes). No I/O and no clock: the accumulator passes eve
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import random
@@ -89,10 +90,25 @@ def to_positive(n: int) -> int:
     return n & 0x7FFFFFFF
 
 
+KEY_CACHE_SIZE = 4096
+"""Distinct keys whose murmur2 :func:`partition_for_key` remembers (least recently used go)."""
+KEY_CACHE_MAX_KEY_BYTES = 256
+"""Longer keys are hashed every time: a cache entry holds its key alive."""
+
+_murmur2_cached = functools.lru_cache(maxsize=KEY_CACHE_SIZE)(murmur2)
+""":func:`murmur2` memoised for immutable ``bytes`` keys (keys repeat: user ids, device ids...).
+A hit costs a C dict lookup instead of the Python loop; the value is :func:`murmur2`'s own."""
+
+
 def partition_for_key(key: Buffer, num_partitions: int) -> int:
-    """The partition of a keyed record: ``to_positive(murmur2(key)) % num_partitions``."""
+    """The partition of a keyed record: ``to_positive(murmur2(key)) % num_partitions``.
+
+    Short ``bytes`` keys go through a bounded cache (:data:`KEY_CACHE_SIZE`); mutable buffers
+    (bytearray, memoryview) and long keys are hashed each time."""
     if num_partitions < 1:
         raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    if type(key) is bytes and len(key) <= KEY_CACHE_MAX_KEY_BYTES:
+        return (_murmur2_cached(key) & 0x7FFFFFFF) % num_partitions
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
 

@@ -78,6 +78,7 @@ class KafkaProducer:
         self._clock = clock
         self._closed = False
         self._close_lock = threading.Lock()
+        self._max_record_size = min(cfg.max_request_size, cfg.buffer_memory)
         self._tps: dict[tuple[str, int], TopicPartition] = {}
         self._views: tuple[ClusterSnapshot | None, dict[str, TopicPartitions]] = (None, {})
         self._metadata = Metadata(
@@ -123,15 +124,24 @@ class KafkaProducer:
         """
         if self._closed:
             raise ProducerClosedError("cannot send after the producer is closed")
-        key = _as_bytes(key, "key")
-        value = _as_bytes(value, "value")
-        self._check_size(topic, key, value, headers)
+        # the common types are checked inline: this runs once per record
+        if key is not None and type(key) is not bytes:
+            key = _as_bytes(key, "key")
+        if value is not None and type(value) is not bytes:
+            value = _as_bytes(value, "value")
+        if RecordBatchBuilder.estimate_size_upper_bound(key, value, headers) > self._max_record_size:
+            self._check_size(topic, key, value, headers)
         clock = self._clock
-        start_ms = clock.monotonic_ms()
         max_block_ms = self.config.max_block_ms
-        snapshot = self._metadata.await_topic(topic, max_block_ms, clock)
         now_ms = clock.monotonic_ms()
-        remaining_ms = max(0, max_block_ms - (now_ms - start_ms))
+        snapshot = self._metadata.used_snapshot(topic, now_ms)
+        if snapshot is not None:
+            remaining_ms = max_block_ms
+        else:  # a new topic, or the first send in this millisecond: the locked, waiting path
+            start_ms = now_ms
+            snapshot = self._metadata.await_topic(topic, max_block_ms, clock)
+            now_ms = clock.monotonic_ms()
+            remaining_ms = max(0, max_block_ms - (now_ms - start_ms))
         if timestamp_ms is None:
             timestamp_ms = clock.now_ms()
         if partition is None and (key is None or self.config.partitioner_ignore_keys):
@@ -145,12 +155,25 @@ class KafkaProducer:
                 check_partition(topic, partition, count)
             result = self._accumulator.append(self._tp(topic, partition), timestamp_ms, key, value,
                                               headers, callback, remaining_ms, now_ms)
-        if result.batch_is_full or result.new_batch_created:
+        if result.batch_is_full:
             self._sender.wakeup()
+        elif result.new_batch_created:
+            self._wake_for_new_batch(now_ms)
         return result.future
 
+    def _wake_for_new_batch(self, now_ms: int) -> None:
+        """A new batch is sendable ``linger.ms`` from now: wake the sender only if it would sleep
+        past that. At once when a flush is in progress or senders wait for memory (every batch
+        is sendable then), as Java wakes it for every new batch."""
+        accumulator = self._accumulator
+        if accumulator.flush_in_progress or self._pool.queued > 0:
+            self._sender.wakeup()
+        else:
+            self._sender.wakeup_by(now_ms + accumulator.linger_ms)
+
     def _check_size(self, topic: str, key, value, headers) -> None:
-        """Java's ``ensureValidRecordSize``: the record alone in a batch must fit both limits."""
+        """Java's ``ensureValidRecordSize``: the record alone in a batch must fit both limits.
+        ``send`` calls it only when the estimate exceeds the smaller one, to name which."""
         size = RecordBatchBuilder.estimate_size_upper_bound(key, value, headers)
         for limit, name in ((self.config.max_request_size, "max.request.size"),
                             (self.config.buffer_memory, "buffer.memory")):

@@ -151,6 +151,11 @@ class Sender:
     def wakeup(self) -> None:
         self._client.wakeup()
 
+    def wakeup_by(self, deadline_ms: int) -> None:
+        """Make the loop look at the accumulator by ``deadline_ms`` (monotonic); a no-op when
+        its current wait ends by then anyway (``NetworkClient.wakeup_by``)."""
+        self._client.wakeup_by(deadline_ms)
+
     @property
     def running(self) -> bool:
         return self._running

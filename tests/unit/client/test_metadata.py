@@ -217,3 +217,35 @@ def test_close_wakes_waiters():
         md.await_topic("t", 10_000, clock)
     md.update(response({"t": 1}), 0)                     # ignored after close
     assert md.snapshot.partition_count("t") is None
+
+
+def test_used_snapshot_is_the_lock_free_path_of_await_topic_within_one_millisecond():
+    clock = FakeClock()
+    md = make(metadata_max_idle_ms=5_000)
+    now = clock.monotonic_ms()
+    assert md.used_snapshot("t", now) is None             # unknown topic: await_topic must run
+    md.add_topic("t", now)
+    md.update(response({"t": 3}), now)
+    snapshot = md.await_topic("t", 1_000, clock)          # marks t used at `now`
+    assert md.used_snapshot("t", now) is snapshot         # same millisecond: nothing to record
+    assert md.used_snapshot("t", now + 1) is None         # a later use must be recorded: slow path
+    assert md.used_snapshot("other", now) is None
+
+
+def test_used_snapshot_keeps_idle_expiry_exact():
+    clock = FakeClock()
+    md = make(metadata_max_idle_ms=5_000)
+    start = clock.monotonic_ms()
+    md.add_topic("t", start)
+    md.update(response({"t": 1}), start)
+    for _ in range(3):                                    # one send per ms through the fast path
+        clock.advance(1_000)
+        now = clock.monotonic_ms()
+        if md.used_snapshot("t", now) is None:
+            md.await_topic("t", 1_000, clock)
+        assert md.used_snapshot("t", now) is not None
+    md.update(response({"t": 1}), start + 3_000 + 4_999)  # last use + idle - 1 ms: still tracked
+    assert md.topics == ("t",)
+    md.update(response({"t": 1}), start + 3_000 + 5_000)  # idle for exactly max.idle.ms: dropped
+    assert md.topics == ()
+    assert md.used_snapshot("t", start + 8_000) is None   # expired: back to the waiting path

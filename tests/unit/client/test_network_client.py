@@ -485,3 +485,24 @@ def test_settings_from_config_reads_attribute_names():
     settings = NetworkSettings.from_config(Config(), max_frame_bytes=1024)
     assert settings.client_id == "c" and settings.request_timeout_ms == 5
     assert settings.max_frame_bytes == 1024
+
+
+def test_wakeup_by_skips_the_wakeup_when_the_poll_in_progress_ends_in_time():
+    h = Harness()
+    h.bootstrap()
+    seen = []
+
+    def poll_and_wake(timeout_ms):                        # a producer thread, mid-poll
+        h.client.wakeup_by(h.now + 10)                    # due after this poll ends: no wakeup
+        seen.append(h.sel.wakeups)
+        h.client.wakeup_by(h.now + 2)                     # due before it ends: wake
+        seen.append(h.sel.wakeups)
+        return real_poll(timeout_ms)
+
+    real_poll, h.sel.poll = h.sel.poll, poll_and_wake
+    before = h.sel.wakeups
+    h.client.poll(5, h.now)
+    assert seen == [before, before + 1]
+    h.sel.poll = real_poll
+    h.client.wakeup_by(h.now + 1_000)                     # not polling: always wake
+    assert h.sel.wakeups == before + 2

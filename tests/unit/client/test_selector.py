@@ -222,3 +222,32 @@ def test_a_name_that_does_not_resolve_fails_at_once(selector, monkeypatch):
     with pytest.raises(KafkaConnectionError, match="node 4 at nowhere:9092 failed"):
         selector.connect(4, "nowhere", 9092, send_buffer_bytes=-1, receive_buffer_bytes=-1)
     assert selector.connection_ids() == ()
+
+
+def test_wakeups_are_coalesced_until_the_pipe_is_drained(selector, monkeypatch):
+    writes = []
+    real_send = selector._wake_w.send
+    monkeypatch.setattr(selector, "_wake_w", _Recorder(real_send, writes))
+    selector.wakeup()
+    selector.wakeup()                                     # a byte is already pending
+    assert len(writes) == 1
+    started = time.monotonic()
+    selector.poll(10_000)                                 # returns at once and drains the pipe
+    assert time.monotonic() - started < 2
+    selector.wakeup()                                     # drained: the next wakeup writes again
+    assert len(writes) == 2
+    started = time.monotonic()
+    selector.poll(10_000)
+    assert time.monotonic() - started < 2
+
+
+class _Recorder:
+    def __init__(self, send, writes):
+        self._send, self._writes = send, writes
+
+    def send(self, data):
+        self._writes.append(data)
+        return self._send(data)
+
+    def close(self):
+        pass

@@ -130,6 +130,25 @@ def test_murmur2_is_a_signed_32_bit_int(key):
     assert -(2 ** 31) <= murmur2(key) < 2 ** 31
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=part.KEY_CACHE_MAX_KEY_BYTES + 40), st.integers(1, 64))
+def test_cached_partition_for_key_equals_the_uncached_path(key, count):
+    expected = (murmur2(key) & 0x7FFFFFFF) % count
+    for same_key in (key, bytes(key), bytearray(key), memoryview(key)):  # hit, hit, uncached x2
+        assert partition_for_key(same_key, count) == expected
+
+
+def test_key_cache_is_bounded_and_skips_long_and_mutable_keys():
+    part._murmur2_cached.cache_clear()
+    for i in range(part.KEY_CACHE_SIZE + 100):
+        partition_for_key(b"key-%d" % i, 7)
+    partition_for_key(b"x" * (part.KEY_CACHE_MAX_KEY_BYTES + 1), 7)
+    partition_for_key(bytearray(b"mutable"), 7)
+    info = part._murmur2_cached.cache_info()
+    assert info.currsize == part.KEY_CACHE_SIZE
+    assert info.misses == part.KEY_CACHE_SIZE + 100
+
+
 def test_partition_for_key_rejects_no_partitions():
     with pytest.raises(ValueError, match="num_partitions"):
         partition_for_key(b"k", 0)

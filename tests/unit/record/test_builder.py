@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import zstandard
+from hypothesis import given
+from hypothesis import strategies as st
 
 from spark_kafka_sink.record import AppendResult, CompressionType, RecordBatchBuilder, read_batch
 from spark_kafka_sink.record.crc32c import crc32c_pure
@@ -189,6 +191,18 @@ def test_estimate_is_an_upper_bound_of_a_one_record_batch():
     key, value, headers = b"key", memoryview(b"v" * 300), [("h\u00e9", None), ("h", b"1")]
     actual = len(build([(2**40, key, value, headers)]))
     assert actual <= RecordBatchBuilder.estimate_size_upper_bound(key, value, headers) <= actual + 21
+
+
+_SIZES = st.sampled_from([0, 1, 63, 64, 65, 8191, 8192, 8193, 1 << 20, (1 << 21) + 5])
+
+
+@given(key_size=st.none() | _SIZES, value_size=st.none() | _SIZES,
+       headers=st.sampled_from([None, (), []]))
+def test_estimate_fast_path_equals_the_checked_path(key_size, value_size, headers):
+    key = None if key_size is None else b"k" * key_size
+    value = None if value_size is None else b"v" * value_size
+    assert RecordBatchBuilder.estimate_size_upper_bound(key, value, headers) == \
+        RecordBatchBuilder._estimate_size_upper_bound_checked(key, value, headers)
 
 
 # --- validation ---------------------------------------------------------------------------------
