@@ -311,3 +311,11 @@ class ProducerClosedError(KafkaError):
 class MetadataTimeoutError(KafkaTimeoutError):
     """A topic's metadata did not arrive within ``max.block.ms``; the message names the topic and
     the time waited (Java: "Topic t not present in metadata after 60000 ms")."""
+
+
+# --- Spark sink errors ----------------------------------------------------------------------
+
+class SchemaError(KafkaError, ValueError):
+    """A DataFrame's columns cannot be written to Kafka: ``value`` missing, or a sink column of the
+    wrong type. Raised on the driver before any task runs; the message names every bad column, its
+    type and the types it may have."""

@@ -1,0 +1,214 @@
+"""SinkConfig: kafka.* passthrough, required bootstrap, refused serializers, topic, durations,
+unknown options, case folding, secrets, value semantics."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from spark_kafka_sink.config import ProducerConfig
+from spark_kafka_sink.errors import ConfigError, KafkaError
+from spark_kafka_sink.spark.options import (
+    DEFAULT_PRODUCER_CACHE_TIMEOUT_MS,
+    SinkConfig,
+    parse_duration_ms,
+    topic_name_problem,
+)
+
+BOOT = {"kafka.bootstrap.servers": "localhost:9092"}
+JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="s3cr3t-jaas";'
+
+
+def make(**options) -> SinkConfig:
+    return SinkConfig.from_options({**BOOT, **options})
+
+
+def error_of(options: dict) -> str:
+    with pytest.raises(ConfigError) as info:
+        SinkConfig.from_options(options)
+    assert isinstance(info.value, KafkaError) and isinstance(info.value, ValueError)
+    assert info.value.__cause__ is None
+    return str(info.value)
+
+
+# --- kafka.* ----------------------------------------------------------------------------------
+
+def test_kafka_options_pass_through_with_the_prefix_stripped():
+    config = SinkConfig.from_options({**BOOT, "kafka.linger.ms": "20", "kafka.acks": 1,
+                                      "kafka.enable.idempotence": False, "kafka.client.id": "etl"})
+    assert config.producer_config == ProducerConfig.from_properties(
+        {"bootstrap.servers": "localhost:9092", "linger.ms": 20, "acks": "1",
+         "enable.idempotence": "false", "client.id": "etl"})
+    assert config.producer_config.linger_ms == 20 and config.producer_config.acks == 1
+
+
+def test_bootstrap_servers_is_required():
+    message = error_of({"topic": "events", "kafka.linger.ms": 5})
+    assert "kafka.bootstrap.servers" in message and "required" in message
+
+
+def test_bad_producer_value_names_the_property():
+    message = error_of({**BOOT, "kafka.linger.ms": "soon"})
+    assert "kafka.*" in message and "linger.ms" in message and "'soon'" in message
+
+
+@pytest.mark.parametrize("option, what", [("kafka.key.serializer", "key"), ("kafka.value.serializer", "value")])
+def test_serializers_are_refused_with_the_reason(option, what):
+    message = error_of({**BOOT, option: "org.apache.kafka.common.serialization.StringSerializer"})
+    assert option in message and "not supported" in message
+    assert f"{what} column must be string" in message and "binary" in message
+    assert "Serialize in the DataFrame" in message
+    assert "StringSerializer" not in message  # the value is not echoed
+
+
+def test_other_java_only_properties_are_refused_by_name():
+    message = error_of({**BOOT, "kafka.partitioner.class": "com.example.P"})
+    assert "'kafka.partitioner.class'" in message and "Java producer property" in message
+
+
+def test_unknown_producer_property_suggests_the_prefixed_name():
+    message = error_of({**BOOT, "kafka.lingr.ms": 5})
+    assert "'kafka.lingr.ms'" in message and "did you mean 'kafka.linger.ms'?" in message
+
+
+# --- names and case -----------------------------------------------------------------------------
+
+def test_option_names_match_without_case_as_spark():
+    config = SinkConfig.from_options({"KAFKA.Bootstrap.Servers": "localhost:9092", "Kafka.LINGER.ms": 7,
+                                      "TOPIC": "events", "Producer.Cache.Timeout": "30s"})
+    assert config == make(**{"kafka.linger.ms": 7, "topic": "events", "producer.cache.timeout": 30000})
+
+
+def test_the_same_option_in_two_cases_is_an_error():
+    message = error_of({**BOOT, "topic": "a", "Topic": "b"})
+    assert "'topic'" in message and "'Topic'" in message and "twice" in message
+
+
+def test_a_typo_is_not_ignored_and_gets_a_suggestion():
+    message = error_of({**BOOT, "topik": "events"})
+    assert "unknown option 'topik'" in message and "did you mean 'topic'?" in message
+
+
+def test_an_unknown_option_lists_what_the_sink_takes():
+    message = error_of({**BOOT, "zzzz": 1})
+    assert "'zzzz'" in message and "'producer.cache.timeout'" in message and "kafka.<producer property>" in message
+
+
+def test_a_producer_property_without_the_prefix_points_at_it():
+    message = error_of({**BOOT, "linger.ms": 5})
+    assert "did you mean 'kafka.linger.ms'?" in message
+
+
+@pytest.mark.parametrize("option", ["subscribe", "startingOffsets", "failOnDataLoss", "includeHeaders"])
+def test_kafka_source_options_are_named_as_such(option):
+    message = error_of({**BOOT, option: "x"})
+    assert f"'{option}'" in message and "source option" in message
+
+
+def test_checkpoint_location_is_ignored_and_none_means_unset():
+    assert make(checkpointLocation="/tmp/cp", topic=None) == make()
+
+
+def test_option_names_must_be_strings():
+    assert "strings" in error_of({**BOOT, 1: "x"})
+
+
+# --- topic ----------------------------------------------------------------------------------------
+
+def test_topic_is_optional_and_trimmed():
+    assert make().topic is None
+    assert make(topic="  events ").topic == "events"
+
+
+@pytest.mark.parametrize("topic, fragment", [
+    ("", "empty"), ("   ", "empty"), ("..", "'..'"), ("a" * 250, "249"), ("has space", "characters"),
+    ("événements", "characters"),
+])
+def test_bad_topic_names_are_refused(topic, fragment):
+    message = error_of({**BOOT, "topic": topic})
+    assert "'topic'" in message and fragment in message
+
+
+def test_topic_name_problem():
+    assert topic_name_problem("events.v1_x-2") is None
+    assert topic_name_problem("a" * 249) is None
+    assert "string" in topic_name_problem(3)
+
+
+# --- producer.cache.timeout --------------------------------------------------------------------------
+
+def test_cache_timeout_defaults_to_ten_minutes():
+    assert make().producer_cache_timeout_ms == DEFAULT_PRODUCER_CACHE_TIMEOUT_MS == 600_000
+
+
+@pytest.mark.parametrize("text, ms", [
+    ("10m", 600_000), ("30s", 30_000), ("1h", 3_600_000), ("500ms", 500), ("2min", 120_000),
+    ("1d", 86_400_000), ("1500", 1500), (" 5S ", 5000), ("2500us", 2), ("0", 0), (1234, 1234),
+])
+def test_durations_parse_as_spark(text, ms):
+    assert parse_duration_ms(text) == ms
+    assert make(**{"producer.cache.timeout": text}).producer_cache_timeout_ms == ms
+
+
+@pytest.mark.parametrize("bad, fragment", [
+    ("10x", "unknown unit 'x'"), ("1.5s", "not a duration"), ("-1s", "not a duration"), ("", "not a duration"),
+    ("m", "not a duration"), (-5, "negative"), (True, "bool"), (1.5, "float"),
+])
+def test_bad_durations_are_refused(bad, fragment):
+    message = error_of({**BOOT, "producer.cache.timeout": bad})
+    assert "'producer.cache.timeout'" in message and fragment in message
+
+
+# --- secrets --------------------------------------------------------------------------------------
+
+def test_secrets_never_appear_in_repr_redacted_or_errors():
+    config = make(**{"kafka.sasl.jaas.config": JAAS, "kafka.ssl.truststore.password": "tr-pass"})
+    for text in (repr(config), str(config), str(config.redacted())):
+        assert "s3cr3t-jaas" not in text and "tr-pass" not in text
+    assert config.redacted()["kafka.sasl.jaas.config"] == "[hidden]"
+    assert config.producer_config.sasl_jaas_config == JAAS  # kept for the producer
+    for bad in ({"kafka.linger.ms": "x"}, {"topik": "t"}, {"kafka.key.serializer": "x"}):
+        message = error_of({**BOOT, "kafka.sasl.jaas.config": JAAS, **bad})
+        assert "s3cr3t-jaas" not in message
+    assert "s3cr3t" not in error_of({**BOOT, "kafka.sasl.jaas.config": 12345, "x": "s3cr3t"})
+
+
+def test_redacted_shows_only_what_differs_from_the_defaults():
+    config = make(topic="events", **{"kafka.linger.ms": 10, "producer.cache.timeout": "1m"})
+    assert config.redacted() == {"kafka.bootstrap.servers": "localhost:9092", "kafka.linger.ms": 10,
+                                 "topic": "events", "producer.cache.timeout": "60000ms"}
+    assert repr(make()) == "SinkConfig(kafka.bootstrap.servers='localhost:9092')"
+
+
+# --- value semantics --------------------------------------------------------------------------------
+
+def test_equal_by_value_hashable_and_picklable():
+    a = make(topic="events", **{"kafka.linger.ms": "10", "producer.cache.timeout": "10m"})
+    b = make(topic="events", **{"kafka.linger.ms": 10})
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    assert a != make(topic="other", **{"kafka.linger.ms": 10})
+    clone = pickle.loads(pickle.dumps(a))
+    assert clone == a and hash(clone) == hash(a) and clone.producer_config == a.producer_config
+
+
+def test_frozen():
+    config = make()
+    with pytest.raises(AttributeError):
+        config.topic = "x"
+
+
+def test_the_constructor_validates_too():
+    producer = ProducerConfig.from_properties({"bootstrap.servers": "localhost:9092"})
+    assert SinkConfig(producer, "events", 5).topic == "events"
+    with pytest.raises(ConfigError):
+        SinkConfig(producer, "bad topic")
+    with pytest.raises(ConfigError):
+        SinkConfig(producer, None, -1)
+    with pytest.raises(TypeError):
+        SinkConfig({"bootstrap.servers": "localhost:9092"})
+
+
+def test_from_options_needs_a_mapping():
+    with pytest.raises(TypeError):
+        SinkConfig.from_options([("kafka.bootstrap.servers", "localhost:9092")])
