@@ -183,6 +183,12 @@ class RecordAccumulator:
 
     # --- append ---------------------------------------------------------------------------------
 
+    def partition_queue(self, tp: TopicPartition) -> _PartitionQueue:
+        """``tp``'s queue, created on first use: an opaque handle for :meth:`append_to`. Queues
+        are never removed, so a caller may keep the handle (the producer caches one per
+        partition and metadata snapshot, to skip the lookups on every record)."""
+        return self._queue(tp.topic, tp.partition) or self._queue_for(tp)
+
     def append(self, tp: TopicPartition, timestamp_ms: int, key, value, headers,
                callback: SendCallback | None, max_block_ms: int, now_ms: int) -> RecordAppendResult:
         """Add a record to ``tp``; may block up to ``max_block_ms`` for memory.
@@ -190,7 +196,13 @@ class RecordAccumulator:
         Raises :class:`ProducerClosedError` after ``close()``, :class:`BufferExhaustedError` when
         no memory was freed in time, ``TypeError``/``ValueError`` for a malformed record.
         """
-        queue = self._queue(tp.topic, tp.partition) or self._queue_for(tp)
+        return self.append_to(self.partition_queue(tp), timestamp_ms, key, value, headers, callback,
+                              max_block_ms, now_ms)
+
+    def append_to(self, queue: _PartitionQueue, timestamp_ms: int, key, value, headers,
+                  callback: SendCallback | None, max_block_ms: int,
+                  now_ms: int) -> RecordAppendResult:
+        """:meth:`append` to a queue handle from :meth:`partition_queue` (the same steps)."""
         with queue.lock:
             result = self._try_append(queue, timestamp_ms, key, value, headers, callback, now_ms)
             if result is not None:
@@ -283,7 +295,8 @@ class RecordAccumulator:
         if future is None:
             last.close_for_appends()
             return None
-        return RecordAppendResult(future, len(batches) > 1 or last.is_full, False,
+        # last_append_filled is last.is_full right after an append, without two property calls
+        return RecordAppendResult(future, len(batches) > 1 or last.last_append_filled, False,
                                   last.last_append_size)
 
     def _append_new_batch(self, queue: _PartitionQueue, lease, timestamp_ms: int, key, value,

@@ -63,6 +63,27 @@ def _as_bytes(value: Any, argument: str) -> bytes | bytearray | memoryview | Non
     raise TypeError(f"{argument} must be bytes, str or None, not {type(value).__name__}")
 
 
+class _TopicRoute:
+    """One topic in one metadata snapshot, as ``send`` uses it: the partition count, the sticky
+    partitioner's view, and each partition's accumulator queue once looked up (queues are never
+    removed, so a handle stays valid; only the sending threads fill the slots, and a lost race
+    just looks the same queue up twice)."""
+
+    __slots__ = ("topic", "partition_count", "view", "queues")
+
+    def __init__(self, snapshot: ClusterSnapshot, topic: str):
+        self.topic = topic
+        self.partition_count = snapshot.partition_count(topic)
+        self.view = TopicPartitions(self.partition_count, snapshot.available_partitions_for(topic))
+        self.queues: list = [None] * (self.partition_count or 0)
+
+    def queue(self, accumulator: RecordAccumulator, partition: int):
+        """The partition's queue handle, looked up on first use."""
+        queue = accumulator.partition_queue(TopicPartition(self.topic, partition))
+        self.queues[partition] = queue
+        return queue
+
+
 class KafkaProducer:
     """Sends records to Kafka from any number of threads; see the module docstring.
 
@@ -79,8 +100,9 @@ class KafkaProducer:
         self._closed = False
         self._close_lock = threading.Lock()
         self._max_record_size = min(cfg.max_request_size, cfg.buffer_memory)
-        self._tps: dict[tuple[str, int], TopicPartition] = {}
-        self._views: tuple[ClusterSnapshot | None, dict[str, TopicPartitions]] = (None, {})
+        self._max_block_ms = cfg.max_block_ms  # read per record: one attribute, not two
+        self._ignore_keys = cfg.partitioner_ignore_keys
+        self._routes: tuple[ClusterSnapshot | None, dict[str, _TopicRoute]] = (None, {})
         self._metadata = Metadata(
             [(hp.host, hp.port) for hp in cfg.bootstrap_servers],
             metadata_max_age_ms=cfg.metadata_max_age_ms, metadata_max_idle_ms=cfg.metadata_max_idle_ms,
@@ -132,7 +154,7 @@ class KafkaProducer:
         if RecordBatchBuilder.estimate_size_upper_bound(key, value, headers) > self._max_record_size:
             self._check_size(topic, key, value, headers)
         clock = self._clock
-        max_block_ms = self.config.max_block_ms
+        max_block_ms = self._max_block_ms
         now_ms = clock.monotonic_ms()
         snapshot = self._metadata.used_snapshot(topic, now_ms)
         if snapshot is not None:
@@ -144,17 +166,18 @@ class KafkaProducer:
             remaining_ms = max(0, max_block_ms - (now_ms - start_ms))
         if timestamp_ms is None:
             timestamp_ms = clock.now_ms()
-        if partition is None and (key is None or self.config.partitioner_ignore_keys):
+        if partition is None and (key is None or self._ignore_keys):
             result = self._accumulator.append_sticky(topic, self._view(snapshot, topic), timestamp_ms, key,
                                                      value, headers, callback, remaining_ms, now_ms)
         else:
-            count = snapshot.partition_count(topic)
+            route = self._route(snapshot, topic)
             if partition is None:
-                partition = partition_for_key(key, count)
+                partition = partition_for_key(key, route.partition_count)
             else:
-                check_partition(topic, partition, count)
-            result = self._accumulator.append(self._tp(topic, partition), timestamp_ms, key, value,
-                                              headers, callback, remaining_ms, now_ms)
+                partition = check_partition(topic, partition, route.partition_count)
+            queue = route.queues[partition] or route.queue(self._accumulator, partition)
+            result = self._accumulator.append_to(queue, timestamp_ms, key, value, headers, callback,
+                                                 remaining_ms, now_ms)
         if result.batch_is_full:
             self._sender.wakeup()
         elif result.new_batch_created:
@@ -182,23 +205,22 @@ class KafkaProducer:
                     f"a record for topic {topic!r} is {size} bytes when serialized, which is larger "
                     f"than {limit}, the value of the {name} configuration")
 
-    def _tp(self, topic: str, partition: int) -> TopicPartition:
-        tp = self._tps.get((topic, partition))
-        if tp is None:
-            tp = self._tps[(topic, partition)] = TopicPartition(topic, partition)
-        return tp
+    def _route(self, snapshot: ClusterSnapshot, topic: str) -> _TopicRoute:
+        """What ``send`` needs of ``topic`` in ``snapshot``, cached per metadata snapshot object:
+        one dict lookup per record instead of a count, a TopicPartition and two queue lookups.
+        A new snapshot (any metadata update) starts a new cache, so counts are never stale."""
+        cached_snapshot, routes = self._routes
+        if cached_snapshot is not snapshot:
+            routes = {}
+            self._routes = (snapshot, routes)
+        route = routes.get(topic)
+        if route is None:
+            route = routes[topic] = _TopicRoute(snapshot, topic)
+        return route
 
     def _view(self, snapshot: ClusterSnapshot, topic: str) -> TopicPartitions:
         """The topic as the sticky partitioner sees it, cached per metadata snapshot."""
-        cached_snapshot, views = self._views
-        if cached_snapshot is not snapshot:
-            views = {}
-            self._views = (snapshot, views)
-        view = views.get(topic)
-        if view is None:
-            view = views[topic] = TopicPartitions(snapshot.partition_count(topic),
-                                                  snapshot.available_partitions_for(topic))
-        return view
+        return self._route(snapshot, topic).view
 
     # --- flush, close, introspection ------------------------------------------------------------
 

@@ -50,7 +50,9 @@ HeaderPair = Tuple[str, Union[BytesLike, None]]
 class AppendResult:
     """Where an appended record went: its offset delta in the batch and its encoded size.
 
-    ``size`` counts every byte of the record, its length varint included.
+    ``size`` counts every byte of the record, its length varint included. ``batch_full``: the
+    batch has no room left after this record (``builder.is_full`` at that moment), so the
+    producer need not ask again for every record.
 
     Treat as immutable. Not ``frozen``: one is made per record, and a frozen dataclass costs
     ~0.3 µs more to construct (it assigns through ``object.__setattr__``).
@@ -58,6 +60,7 @@ class AppendResult:
 
     offset_delta: int
     size: int
+    batch_full: bool = False
 
 
 _SMALL_LIMIT = 1 << 13  # varints of 0 .. 8191 take one or two bytes
@@ -274,13 +277,13 @@ class RecordBatchBuilder:
         if value_len:
             records += value
         records.append(0)  # no headers
-        self._records_size += size
+        records_size = self._records_size = self._records_size + size
         if not count:
             self._base_timestamp = self._max_timestamp = timestamp_ms
         elif timestamp_ms > self._max_timestamp:
             self._max_timestamp = timestamp_ms
         self._count = count + 1
-        return AppendResult(count, size)
+        return AppendResult(count, size, HEADER_SIZE + records_size >= self._batch_size)
 
     def _append_checked(
         self,
@@ -301,7 +304,7 @@ class RecordBatchBuilder:
         write_varint(self._records, len(body))
         self._records += body
         self._commit(timestamp_ms, size)
-        return AppendResult(offset_delta=self._count - 1, size=size)
+        return AppendResult(offset_delta=self._count - 1, size=size, batch_full=self.is_full)
 
     def _commit(self, timestamp_ms: int, size: int) -> None:
         """Account for a record just written."""

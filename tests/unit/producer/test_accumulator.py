@@ -543,3 +543,25 @@ def test_ready_feeds_queue_sizes_to_the_adaptive_partitioner():
     assert stats is not None and stats.partition_ids == (0, 1, 2)
     weights = [stats.cumulative[0]] + [b - a for a, b in zip(stats.cumulative, stats.cumulative[1:])]
     assert weights[0] < weights[1] == weights[2]  # the longest queue is picked least
+
+
+def test_append_to_a_queue_handle_is_append_to_its_partition():
+    """The producer's fast path (``partition_queue`` once, then ``append_to``) against ``append``:
+    the same batches, futures, flags and sizes, record for record."""
+    general, handle_path = setup(), setup()
+    queue = handle_path.accumulator.partition_queue(T0)
+    assert handle_path.accumulator.partition_queue(T0) is queue  # a stable handle
+    for i in range(40):
+        value = b"v" * (30 + 7 * i)
+        a = general.accumulator.append(T0, TS + i, b"key", value, None, None, 0, general.now)
+        b = handle_path.accumulator.append_to(queue, TS + i, b"key", value, None, None, 0,
+                                              handle_path.now)
+        assert (a.batch_is_full, a.new_batch_created, a.appended_bytes) == \
+            (b.batch_is_full, b.new_batch_created, b.appended_bytes)
+        assert a.future.topic_partition == b.future.topic_partition == T0
+        last = handle_path.accumulator.queued_batches(T0)[-1]
+        assert last.last_append_filled == last.is_full or b.new_batch_created
+    assert [batch.records() if batch.close() is None else None
+            for batch in general.accumulator.queued_batches(T0)] == \
+        [batch.records() if batch.close() is None else None
+         for batch in handle_path.accumulator.queued_batches(T0)]

@@ -94,7 +94,7 @@ def test_hand_computed_batch():
 def test_first_record_is_always_accepted():
     builder = RecordBatchBuilder(batch_size=100)
     result = builder.append(0, None, b"x" * 500)
-    assert result == AppendResult(offset_delta=0, size=result.size)
+    assert result == AppendResult(offset_delta=0, size=result.size, batch_full=True)
     assert builder.estimated_size > 100 and builder.is_full
     assert builder.append(0, None, b"") is None
     assert builder.record_count == 1
@@ -203,6 +203,21 @@ def test_estimate_fast_path_equals_the_checked_path(key_size, value_size, header
     value = None if value_size is None else b"v" * value_size
     assert RecordBatchBuilder.estimate_size_upper_bound(key, value, headers) == \
         RecordBatchBuilder._estimate_size_upper_bound_checked(key, value, headers)
+
+
+@given(sizes=st.lists(st.tuples(st.none() | st.integers(0, 300), st.none() | st.integers(0, 9000)),
+                      min_size=1, max_size=12),
+       batch_size=st.integers(1, 20000))
+def test_append_fast_path_equals_the_checked_path_and_batch_full_is_is_full(sizes, batch_size):
+    fast, checked = RecordBatchBuilder(batch_size=batch_size), RecordBatchBuilder(batch_size=batch_size)
+    for i, (key_size, value_size) in enumerate(sizes):
+        key = None if key_size is None else b"k" * key_size
+        value = None if value_size is None else b"v" * value_size
+        result = fast.append(1000 + i, key, value)
+        assert result == checked._append_checked(1000 + i, key, value, None)
+        if result is not None:
+            assert result.batch_full == fast.is_full
+    assert fast.build() == checked.build()
 
 
 # --- validation ---------------------------------------------------------------------------------
