@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "KafkaSink": "spark_kafka_sink.spark.sink",
     "KafkaProducer": "spark_kafka_sink.producer.producer",
     "ProducerConfig": "spark_kafka_sink.config",
     "RecordMetadata": "spark_kafka_sink.structs",
@@ -34,4 +35,5 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from .config import ProducerConfig
     from .producer.producer import KafkaProducer
+    from .spark.sink import KafkaSink
     from .structs import RecordMetadata, TopicPartition

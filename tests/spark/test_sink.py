@@ -1,0 +1,169 @@
+"""KafkaSink on a local[2] SparkSession against the embedded Apache Kafka, read back with
+confluent-kafka: batch writes, a streaming foreachBatch query, and schemas refused on the driver."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import pickle
+import uuid
+from collections import Counter
+
+import pytest
+
+from spark_kafka_sink import KafkaSink
+from spark_kafka_sink.errors import SchemaError
+
+from ..helpers import create_topic
+from ..verify import consume_all, end_offsets
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+UTC = datetime.timezone.utc
+PARTITIONS = 3
+
+
+def unique(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def test_batch_write_with_topic_and_partition_columns(spark, kafka):
+    from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, StringType, StructField,
+                                   StructType, TimestampType)
+
+    bootstrap = kafka.bootstrap_servers
+    topics = [unique("batch-a"), unique("batch-b")]
+    for topic in topics:
+        create_topic(bootstrap, topic, PARTITIONS)
+    header_type = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+    schema = StructType([
+        StructField("key", BinaryType()), StructField("value", BinaryType()),
+        StructField("topic", StringType()), StructField("partition", IntegerType()),
+        StructField("headers", header_type), StructField("timestamp", TimestampType()),
+        StructField("ignored", StringType())])
+    base = datetime.datetime(2023, 3, 26, 0, 30, tzinfo=UTC)
+    expected = {}
+    data = []
+    for i in range(600):
+        key = f"key-{i}".encode()
+        value = bytes([i % 256, 0, 255]) + f"value-{i}-é".encode()
+        headers = [("h", str(i).encode()), ("empty", None)] if i % 2 else []
+        ts = base + datetime.timedelta(milliseconds=i * 3_600_001)
+        topic, partition = topics[i % 2], i % PARTITIONS
+        data.append((key, value, topic, partition, [(k, v) for k, v in headers], ts, "x"))
+        expected[(topic, partition, key)] = (value, headers, int(ts.timestamp() * 1000))
+    df = spark.createDataFrame(data, schema).repartition(4)
+
+    sink = KafkaSink({"kafka.bootstrap.servers": bootstrap}, **{"kafka.linger.ms": "5"})
+    shipped = pickle.loads(pickle.dumps(sink))  # a sink travels as its options alone
+    assert shipped.config == sink.config
+    shipped.write(df)
+
+    got = {}
+    for topic in topics:
+        records = consume_all(bootstrap, topic, PARTITIONS, expected_count=300)
+        assert sum(len(part) for part in records.values()) == 300
+        for part in records.values():
+            for r in part:
+                assert (topic, r.partition, r.key) not in got, "a row arrived twice"
+                got[(topic, r.partition, r.key)] = (r.value, r.headers, r.timestamp_ms)
+    assert got == expected
+
+
+def test_partition_writer_in_users_foreach_partition(spark, kafka):
+    bootstrap = kafka.bootstrap_servers
+    topic = unique("own-foreach")
+    create_topic(bootstrap, topic, 1)
+    df = spark.range(100).selectExpr("cast(id as string) as key", "concat('v', id) as value")
+    writer = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "topic": topic}).partition_writer(df.schema)
+    df.foreachPartition(writer)
+    stats = df.rdd.mapPartitions(lambda rows: [writer(rows)]).collect()  # the same rows again
+    assert sum(s.records_sent for s in stats) == 100 and sum(s.records_failed for s in stats) == 0
+    assert sum(s.bytes_sent for s in stats) > 100 * 4
+    records = consume_all(bootstrap, topic, 1, expected_count=200)[0]
+    assert sorted((r.key, r.value) for r in records) == sorted(
+        (str(i).encode(), f"v{i}".encode()) for i in range(100) for _ in range(2))
+
+
+def test_streaming_foreach_batch_exactly_once(spark, kafka, tmp_path):
+    from pyspark.sql import functions as F
+
+    bootstrap = kafka.bootstrap_servers
+    topic = unique("stream")
+    create_topic(bootstrap, topic, PARTITIONS)
+    source = tmp_path / "in"
+    source.mkdir()
+    files, per_file = 4, 5_000
+    base_ms = 1_700_000_000_000
+    for f in range(files):
+        with open(source / f"part-{f}.json", "w") as out:
+            for i in range(f * per_file, (f + 1) * per_file):
+                out.write(json.dumps({"id": i, "ts": base_ms + i * 7, "trace": f"t-{i % 97}",
+                                      "payload": f"event {i} ✓"}) + "\n")
+    stream = (spark.readStream.schema("id long, ts long, trace string, payload string")
+              .option("maxFilesPerTrigger", 1).json(str(source))
+              .select(F.concat(F.lit("k"), F.col("id").cast("string")).alias("key"),
+                      F.col("payload").alias("value"),
+                      F.array(F.struct(F.lit("trace").alias("key"),
+                                       F.col("trace").cast("binary").alias("value"))).alias("headers"),
+                      F.timestamp_millis(F.col("ts")).alias("timestamp")))
+    sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "topic": topic})
+    query = (stream.writeStream.foreachBatch(sink)
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(120), "the availableNow query did not finish in 120 s"
+    finally:
+        query.stop()
+    assert query.exception() is None
+    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    assert len(batches) == files
+
+    total = files * per_file
+    records = consume_all(bootstrap, topic, PARTITIONS, expected_count=total)
+    seen = Counter()
+    for part in records.values():
+        for r in part:
+            i = int(r.key[1:])
+            seen[i] += 1
+            assert r.value == f"event {i} ✓".encode()
+            assert r.headers == [("trace", f"t-{i % 97}".encode())]
+            assert r.timestamp_ms == base_ms + i * 7
+    assert len(seen) == total and set(seen.values()) == {1}
+
+
+BAD_SCHEMAS = {
+    "missing value": ("cast(id as string) as key", "value: required column not found"),
+    "value of int type": ("cast(id as int) as value", "value: column 'value' has type int; expected string or binary"),
+    "headers of the wrong type": ("'v' as value, array('a') as headers",
+                                  "headers: column 'headers' has type array<string>"),
+    "partition as string": ("'v' as value, '1' as partition",
+                            "partition: column 'partition' has type string; expected int"),
+    "no topic at all": ("'v' as value", "topic: no 'topic' column and no 'topic' option"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_SCHEMAS))
+def test_bad_schema_fails_on_the_driver_and_sends_nothing(spark, kafka, case):
+    bootstrap = kafka.bootstrap_servers
+    topic = unique("bad")
+    create_topic(bootstrap, topic, 1)
+    columns, message = BAD_SCHEMAS[case]
+    df = spark.range(10).selectExpr(*[c.strip() for c in columns.split(", ")])
+    options = {"kafka.bootstrap.servers": bootstrap}
+    if case != "no topic at all":
+        options["topic"] = topic
+    with pytest.raises(SchemaError, match="cannot be written to Kafka") as info:
+        KafkaSink(**options).write(df)
+    assert message in str(info.value)
+    assert end_offsets(bootstrap, topic, 1) == {0: 0}
+
+
+def test_null_topic_fails_the_task_with_the_row_position(spark, kafka):
+    topic = unique("null-topic")
+    create_topic(kafka.bootstrap_servers, topic, 1)
+    df = spark.range(3).selectExpr("cast(id as string) as value",
+                                   f"case when id = 2 then null else '{topic}' end as topic")
+    with pytest.raises(Exception, match="row 2 of this partition has a null 'topic' and no 'topic' option"):
+        KafkaSink(**{"kafka.bootstrap.servers": kafka.bootstrap_servers}).write(df.coalesce(1))
+    assert end_offsets(kafka.bootstrap_servers, topic, 1) == {0: 2}  # rows before it were flushed
