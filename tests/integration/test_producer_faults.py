@@ -48,20 +48,29 @@ def test_connections_cut_mid_stream_lose_and_duplicate_nothing(proxied_kafka):
     kafka, proxy = proxied_kafka
     topic = f"cut-{uuid.uuid4().hex[:8]}"
     create_topic(kafka.bootstrap_servers, topic, PARTITIONS)
-    total, step = 60_000, 15_000
-    futures = []
+    total, chunk = 60_000, 2_000
+    futures: list = []
     with KafkaProducer({"bootstrap.servers": proxy.address, "linger.ms": 5,
                         "retry.backoff.ms": 50, "reconnect.backoff.ms": 20}) as producer:
-        futures += _send_range(producer, topic, 0, step)
-        proxy.cut()                                   # between requests
-        futures += _send_range(producer, topic, step, 2 * step)
-        proxy.cut_after(20_000)                       # in the middle of a request
-        futures += _send_range(producer, topic, 2 * step, 3 * step)
-        proxy.cut_after(3_000, direction="downstream")  # in the middle of a response
-        futures += _send_range(producer, topic, 3 * step, total)
+
+        def send_until_cut(arm) -> None:
+            """Arm a fault, then send (flushing, so requests and responses flow) until it fired."""
+            cuts = proxy.cuts
+            arm()
+            while proxy.cuts == cuts and len(futures) < total:
+                futures.extend(_send_range(producer, topic, len(futures), min(total, len(futures) + chunk)))
+                producer.flush(timeout=60)
+            assert proxy.cuts > cuts, "the armed fault never fired"
+
+        futures.extend(_send_range(producer, topic, 0, 10_000))
+        send_until_cut(proxy.cut)                                              # between requests
+        send_until_cut(lambda: proxy.cut_after(20_000))                        # mid-request
+        send_until_cut(lambda: proxy.cut_after(300, direction="downstream"))   # mid-response
+        futures.extend(_send_range(producer, topic, len(futures), total))
         producer.flush(timeout=120)
         failed = [f.exception(0) for f in futures if f.exception(0) is not None]
         metrics = producer.metrics()
+    assert len(futures) == total
     assert not failed, f"{len(failed)} records failed, first: {failed[0]!r}"
     assert proxy.cuts >= 3 and proxy.connections_total > 1
     assert metrics["record-retry-total"] > 0, "the cuts should have forced retries"
