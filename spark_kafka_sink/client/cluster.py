@@ -42,7 +42,7 @@ class ClusterSnapshot:
     """Immutable nodes, partitions and per-topic errors; see the module docstring."""
 
     __slots__ = ("_cluster_id", "_controller_id", "_nodes", "_partitions", "_by_topic",
-                 "_available", "_by_node", "_topic_errors")
+                 "_available", "_by_node", "_topic_errors", "topics_with_partitions")
 
     def __init__(self, nodes: Iterable[Node] = (), partitions: Iterable[PartitionInfo] = (), *,
                  cluster_id: str | None = None, controller_id: int = -1,
@@ -59,6 +59,9 @@ class ClusterSnapshot:
             if info.leader in self._nodes:
                 by_node.setdefault(info.leader, []).append(info.topic_partition)
         self._by_topic = {topic: tuple(infos) for topic, infos in by_topic.items()}
+        # the topics whose partition_count is truthy, as a set: Metadata.used_snapshot tests
+        # membership once per record, and a method call costs more than the test
+        self.topics_with_partitions: frozenset[str] = frozenset(self._by_topic)
         self._available = {topic: tuple(p.partition for p in infos if p.leader in self._nodes)
                            for topic, infos in self._by_topic.items()}
         self._by_node = {node_id: tuple(tps) for node_id, tps in by_node.items()}

@@ -140,7 +140,9 @@ class Metadata:
 
         Reads only: a ``dict.get`` and the snapshot reference, both atomic under the GIL."""
         snapshot = self._snapshot
-        if self._topics.get(topic) == now_ms + self._max_idle_ms and snapshot.partition_count(topic):
+        # topics_with_partitions: exactly the topics with a truthy partition_count, without a call
+        if (self._topics.get(topic) == now_ms + self._max_idle_ms
+                and topic in snapshot.topics_with_partitions):
             return snapshot
         return None
 

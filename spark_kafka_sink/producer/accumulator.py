@@ -87,7 +87,8 @@ class RecordAppendResult:
     them).
 
     Treat as immutable. Not ``frozen``: a frozen dataclass costs ~0.5 µs more to construct (it
-    assigns through ``object.__setattr__``), and one is made per record.
+    assigns through ``object.__setattr__``), and one is made per record (except by
+    :meth:`RecordAccumulator.append_to_tuple`, which send() uses for a keyed or explicit partition).
     """
 
     future: RecordFuture
@@ -207,6 +208,36 @@ class RecordAccumulator:
             result = self._try_append(queue, timestamp_ms, key, value, headers, callback, now_ms)
             if result is not None:
                 return result
+        return self._append_allocating(queue, timestamp_ms, key, value, headers, callback,
+                                       max_block_ms, now_ms)
+
+    def append_to_tuple(self, queue: _PartitionQueue, timestamp_ms: int, key, value, headers,
+                        callback: SendCallback | None, max_block_ms: int,
+                        now_ms: int) -> tuple[RecordFuture, bool, bool]:
+        """:meth:`append_to` for ``send()``: ``(future, batch_is_full, new_batch_created)`` as a
+        plain tuple. The common case (room in the last batch) is :meth:`_try_append` inlined,
+        without a :class:`RecordAppendResult`: that and the extra call were ~0.3 µs per record.
+        The same steps, checks and errors as :meth:`append_to`; a fresh tuple per call, so
+        concurrent appends share nothing."""
+        with queue.lock:
+            if self._closed:
+                raise ProducerClosedError("Producer closed while send in progress")
+            batches = queue.batches
+            if batches:
+                last = batches[-1]
+                future = last.try_append(timestamp_ms, key, value, headers, callback, now_ms)
+                if future is not None:
+                    return future, len(batches) > 1 or last.last_append_filled, False
+                last.close_for_appends()
+        result = self._append_allocating(queue, timestamp_ms, key, value, headers, callback,
+                                         max_block_ms, now_ms)
+        return result.future, result.batch_is_full, result.new_batch_created
+
+    def _append_allocating(self, queue: _PartitionQueue, timestamp_ms: int, key, value, headers,
+                           callback: SendCallback | None, max_block_ms: int,
+                           now_ms: int) -> RecordAppendResult:
+        """The rest of :meth:`append_to` when the last batch had no room: lease memory (may
+        block), then start a batch unless another thread did meanwhile."""
         lease, now_ms = self._allocate(key, value, headers, max_block_ms, now_ms)
         try:
             with queue.lock:

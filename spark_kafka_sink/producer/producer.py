@@ -34,6 +34,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..config import ProducerConfig
 from ..errors import KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
 from ..record import CompressionType, RecordBatchBuilder
+from ..record.builder import NO_HEADERS_SIZE_BOUND
 from ..structs import TopicPartition
 from .accumulator import RecordAccumulator
 from .buffer_pool import BufferPool
@@ -52,6 +53,14 @@ _LEVEL_ATTRIBUTE = {
     CompressionType.LZ4: "compression_lz4_level",
     CompressionType.ZSTD: "compression_zstd_level",
 }
+
+
+# RecordBatchBuilder.estimate_size_upper_bound of a headerless record with bytes key and value is
+# NO_HEADERS_SIZE_BOUND + len(key) + len(value) + (each length's zig-zag varint size - 1). The fast
+# check in send() only applies when len(key) + len(value) <= _max_record_size - this bound, and
+# _max_record_size <= max.request.size, an int32: each length is then below 2**31, whose varint
+# takes at most 5 bytes, so 4 + 4 covers both (tests/unit/producer checks the parity).
+_PLAIN_RECORD_BOUND = NO_HEADERS_SIZE_BOUND + 4 + 4
 
 
 def _as_bytes(value: Any, argument: str) -> bytes | bytearray | memoryview | None:
@@ -100,6 +109,9 @@ class KafkaProducer:
         self._closed = False
         self._close_lock = threading.Lock()
         self._max_record_size = min(cfg.max_request_size, cfg.buffer_memory)
+        # bytes key and value, no headers, len(key) + len(value) at most this: the size estimate
+        # is within _max_record_size, so send skips computing it (see _PLAIN_RECORD_BOUND)
+        self._unchecked_payload_limit = self._max_record_size - _PLAIN_RECORD_BOUND
         self._max_block_ms = cfg.max_block_ms  # read per record: one attribute, not two
         self._ignore_keys = cfg.partitioner_ignore_keys
         self._routes: tuple[ClusterSnapshot | None, dict[str, _TopicRoute]] = (None, {})
@@ -151,8 +163,12 @@ class KafkaProducer:
             key = _as_bytes(key, "key")
         if value is not None and type(value) is not bytes:
             value = _as_bytes(value, "value")
-        if RecordBatchBuilder.estimate_size_upper_bound(key, value, headers) > self._max_record_size:
-            self._check_size(topic, key, value, headers)
+        # the common record (bytes key and value, no headers, far below the limit) cannot be too
+        # large: skip the estimate; anything else is estimated exactly as before
+        if (headers or type(key) is not bytes or type(value) is not bytes
+                or len(key) + len(value) > self._unchecked_payload_limit):
+            if RecordBatchBuilder.estimate_size_upper_bound(key, value, headers) > self._max_record_size:
+                self._check_size(topic, key, value, headers)
         clock = self._clock
         max_block_ms = self._max_block_ms
         now_ms = clock.monotonic_ms()
@@ -169,20 +185,26 @@ class KafkaProducer:
         if partition is None and (key is None or self._ignore_keys):
             result = self._accumulator.append_sticky(topic, self._view(snapshot, topic), timestamp_ms, key,
                                                      value, headers, callback, remaining_ms, now_ms)
+            future, batch_is_full, new_batch_created = (
+                result.future, result.batch_is_full, result.new_batch_created)
         else:
-            route = self._route(snapshot, topic)
+            # _route inlined for the cached case (one (snapshot, routes) read: never a stale pair)
+            cached_snapshot, routes = self._routes
+            route = routes.get(topic) if cached_snapshot is snapshot else None
+            if route is None:
+                route = self._route(snapshot, topic)
             if partition is None:
                 partition = partition_for_key(key, route.partition_count)
             else:
                 partition = check_partition(topic, partition, route.partition_count)
             queue = route.queues[partition] or route.queue(self._accumulator, partition)
-            result = self._accumulator.append_to(queue, timestamp_ms, key, value, headers, callback,
-                                                 remaining_ms, now_ms)
-        if result.batch_is_full:
+            future, batch_is_full, new_batch_created = self._accumulator.append_to_tuple(
+                queue, timestamp_ms, key, value, headers, callback, remaining_ms, now_ms)
+        if batch_is_full:
             self._sender.wakeup()
-        elif result.new_batch_created:
+        elif new_batch_created:
             self._wake_for_new_batch(now_ms)
-        return result.future
+        return future
 
     def _wake_for_new_batch(self, now_ms: int) -> None:
         """A new batch is sendable ``linger.ms`` from now: wake the sender only if it would sleep

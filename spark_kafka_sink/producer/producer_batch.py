@@ -81,13 +81,15 @@ class ProducerBatch:
         """Append a record; its future, or ``None`` when the batch is full or closed."""
         if self._appends_closed:
             return None
-        appended = self._builder.append(timestamp_ms, key, value, headers)
-        if appended is None:
+        builder = self._builder
+        # append_record, not append: no AppendResult per record (see RecordBatchBuilder)
+        offset_delta = builder.append_record(timestamp_ms, key, value, headers)
+        if offset_delta is None:
             return None
         self._last_append_ms = now_ms
-        self.last_append_size = appended.size
-        self.last_append_filled = appended.batch_full
-        future = RecordFuture(self.completion, appended.offset_delta, timestamp_ms,
+        self.last_append_size = builder.last_append_size
+        self.last_append_filled = builder.last_append_full
+        future = RecordFuture(self.completion, offset_delta, timestamp_ms,
                               -1 if key is None else len(key),
                               -1 if value is None else len(value), callback)
         if callback is not None:

@@ -68,10 +68,11 @@ _SMALL_VARINTS: tuple[bytes, ...] = tuple(
     bytes([n << 1]) if n < 64 else bytes([((n << 1) & 0x7F) | 0x80, n >> 6])
     for n in range(_SMALL_LIMIT))
 _NULL_VARINT = b"\x01"  # -1, a null key or value
+_join = b"".join
 _INT64_MIN, _INT64_MAX = INT64_RANGE
 # estimate_size_upper_bound of a record with a null key, a null value and no headers; a non-null
 # key or value adds its length plus its length varint minus the null varint's one byte
-_NO_HEADERS_BOUND = HEADER_SIZE + MAX_RECORD_OVERHEAD + 2 * NULL_VARINT_SIZE + 1
+NO_HEADERS_SIZE_BOUND = HEADER_SIZE + MAX_RECORD_OVERHEAD + 2 * NULL_VARINT_SIZE + 1
 
 
 def _check_bytes(value: object, what: str) -> None:
@@ -144,6 +145,10 @@ class RecordBatchBuilder:
         self._base_timestamp = 0
         self._max_timestamp = 0
         self._payload: bytes | None = None  # the (compressed) records section, once built
+        # set by every successful append_record: the record's encoded size, and whether the batch
+        # was full right after it (what AppendResult carries, without building one per record)
+        self.last_append_size = 0
+        self.last_append_full = False
 
     # --- state ----------------------------------------------------------------------------------
 
@@ -225,6 +230,26 @@ class RecordBatchBuilder:
     ) -> AppendResult | None:
         """Add a record; ``None`` (and nothing added) when it would overflow ``batch_size``.
 
+        Same as :meth:`append_record`, with the outcome as an :class:`AppendResult`.
+        """
+        offset_delta = self.append_record(timestamp_ms, key, value, headers)
+        if offset_delta is None:
+            return None
+        return AppendResult(offset_delta, self.last_append_size, self.last_append_full)
+
+    def append_record(
+        self,
+        timestamp_ms: int,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: Sequence[HeaderPair] | None = (),
+    ) -> int | None:
+        """Add a record; its offset delta, or ``None`` (and nothing added) when it would overflow
+        ``batch_size``. The record's size and whether it filled the batch are left in
+        ``last_append_size`` and ``last_append_full``: the producer calls this once per record,
+        and an ``AppendResult`` per record cost ~0.2 µs. Read them right after the call, before
+        anything else appends to this builder (the producer holds the partition's lock).
+
         The first record is always accepted, however large. Raises ``TypeError`` for a key,
         value or header of the wrong type, ``ValueError`` for a timestamp that does not fit.
 
@@ -236,54 +261,48 @@ class RecordBatchBuilder:
         if self._payload is not None:
             raise RuntimeError("cannot append to a RecordBatchBuilder after build()")
         if headers or type(timestamp_ms) is not int:
-            return self._append_checked(timestamp_ms, key, value, headers)
+            return self._append_record_checked(timestamp_ms, key, value, headers)
         count = self._count
         delta = timestamp_ms - self._base_timestamp if count else 0
         if (not 0 <= delta < _SMALL_LIMIT or count >= _SMALL_LIMIT
                 or not _INT64_MIN <= timestamp_ms <= _INT64_MAX):
-            return self._append_checked(timestamp_ms, key, value, headers)
+            return self._append_record_checked(timestamp_ms, key, value, headers)
         if key is None:
-            key_prefix, key_len = _NULL_VARINT, 0
-        elif type(key) is bytes and (key_len := len(key)) < _SMALL_LIMIT:
-            key_prefix = _SMALL_VARINTS[key_len]
+            key_prefix, key_bytes = _NULL_VARINT, b""
+        elif type(key) is bytes and len(key) < _SMALL_LIMIT:
+            key_prefix, key_bytes = _SMALL_VARINTS[len(key)], key
         else:
-            return self._append_checked(timestamp_ms, key, value, headers)
+            return self._append_record_checked(timestamp_ms, key, value, headers)
         if value is None:
-            value_prefix, value_len = _NULL_VARINT, 0
-        elif type(value) is bytes and (value_len := len(value)) < _SMALL_LIMIT:
-            value_prefix = _SMALL_VARINTS[value_len]
+            value_prefix, value_bytes = _NULL_VARINT, b""
+        elif type(value) is bytes and len(value) < _SMALL_LIMIT:
+            value_prefix, value_bytes = _SMALL_VARINTS[len(value)], value
         else:
-            return self._append_checked(timestamp_ms, key, value, headers)
-        delta_varint = _SMALL_VARINTS[delta]
-        count_varint = _SMALL_VARINTS[count]
-        # attributes + timestamp delta + offset delta + key + value + header count
-        body_len = (2 + len(delta_varint) + len(count_varint) + len(key_prefix) + key_len
-                    + len(value_prefix) + value_len)
+            return self._append_record_checked(timestamp_ms, key, value, headers)
+        # the body in one join (attributes, timestamp delta, offset delta, key, value, header
+        # count): one allocation instead of eight bytearray appends and seven len() calls,
+        # ~0.15 µs less per record; the bytes are the same
+        body = _join((b"\x00", _SMALL_VARINTS[delta], _SMALL_VARINTS[count], key_prefix, key_bytes,
+                      value_prefix, value_bytes, b"\x00"))
+        body_len = len(body)
         if body_len >= _SMALL_LIMIT:
-            return self._append_checked(timestamp_ms, key, value, headers)
+            return self._append_record_checked(timestamp_ms, key, value, headers)
         length_varint = _SMALL_VARINTS[body_len]
         size = len(length_varint) + body_len
         if count and HEADER_SIZE + self._records_size + size > self._batch_size:
             return None
         records = self._records
         records += length_varint
-        records.append(0)  # record attributes
-        records += delta_varint
-        records += count_varint
-        records += key_prefix
-        if key_len:
-            records += key
-        records += value_prefix
-        if value_len:
-            records += value
-        records.append(0)  # no headers
+        records += body
         records_size = self._records_size = self._records_size + size
         if not count:
             self._base_timestamp = self._max_timestamp = timestamp_ms
         elif timestamp_ms > self._max_timestamp:
             self._max_timestamp = timestamp_ms
         self._count = count + 1
-        return AppendResult(count, size, HEADER_SIZE + records_size >= self._batch_size)
+        self.last_append_size = size
+        self.last_append_full = HEADER_SIZE + records_size >= self._batch_size
+        return count
 
     def _append_checked(
         self,
@@ -305,6 +324,21 @@ class RecordBatchBuilder:
         self._records += body
         self._commit(timestamp_ms, size)
         return AppendResult(offset_delta=self._count - 1, size=size, batch_full=self.is_full)
+
+    def _append_record_checked(
+        self,
+        timestamp_ms: int,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: Sequence[HeaderPair] | None,
+    ) -> int | None:
+        """:meth:`_append_checked` with :meth:`append_record`'s outcome (the slow path)."""
+        result = self._append_checked(timestamp_ms, key, value, headers)
+        if result is None:
+            return None
+        self.last_append_size = result.size
+        self.last_append_full = result.batch_full
+        return result.offset_delta
 
     def _commit(self, timestamp_ms: int, size: int) -> None:
         """Account for a record just written."""
@@ -362,7 +396,7 @@ class RecordBatchBuilder:
         """
         if not headers and (key is None or type(key) is bytes) and (
                 value is None or type(value) is bytes):
-            size = _NO_HEADERS_BOUND
+            size = NO_HEADERS_SIZE_BOUND
             if key is not None:
                 n = len(key)
                 size += n + (1 if n < 64 else 2 if n < _SMALL_LIMIT else size_of_varint(n)) - 1

@@ -75,3 +75,13 @@ def test_snapshot_cannot_be_mutated():
     with pytest.raises(AttributeError):
         snap.cluster_id = "other"
     assert "nodes=[1]" in repr(snap)
+
+
+def test_topics_with_partitions_is_exactly_the_topics_with_a_partition_count():
+    snap = ClusterSnapshot([Node(1, "h", 1)], [PartitionInfo("t", 0, 1), PartitionInfo("t", 1, 1),
+                                               PartitionInfo("no-leader", 0, -1)],
+                           topic_errors={"bad": 3})
+    assert snap.topics_with_partitions == {"t", "no-leader"}
+    for topic in ("t", "no-leader", "bad", "nope"):
+        assert (topic in snap.topics_with_partitions) == bool(snap.partition_count(topic))
+    assert ClusterSnapshot().topics_with_partitions == frozenset()

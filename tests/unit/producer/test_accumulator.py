@@ -565,3 +565,33 @@ def test_append_to_a_queue_handle_is_append_to_its_partition():
             for batch in general.accumulator.queued_batches(T0)] == \
         [batch.records() if batch.close() is None else None
          for batch in handle_path.accumulator.queued_batches(T0)]
+
+
+def test_append_to_tuple_matches_append_to_record_for_record():
+    """send()'s tuple fast path: the same futures, flags and batches as append_to, through a
+    batch filling up, new batches, a callback and a closed accumulator."""
+    plain, fast = setup(), setup()
+    plain_queue = plain.accumulator.partition_queue(T0)
+    fast_queue = fast.accumulator.partition_queue(T0)
+    seen: list = []
+    for i in range(60):
+        key = None if i % 7 == 0 else b"key%d" % i
+        value = b"v" * (10 + 13 * i % 200)
+        callback = seen.append if i % 5 == 0 else None
+        expected = plain.accumulator.append_to(plain_queue, TS + i, key, value, None, callback, 0,
+                                               plain.now)
+        future, batch_is_full, new_batch_created = fast.accumulator.append_to_tuple(
+            fast_queue, TS + i, key, value, None, callback, 0, fast.now)
+        assert (batch_is_full, new_batch_created) == (expected.batch_is_full, expected.new_batch_created)
+        assert (future._index, future._timestamp_ms, future._key_size, future._value_size,
+                future._callback) == (expected.future._index, expected.future._timestamp_ms,
+                                      expected.future._key_size, expected.future._value_size,
+                                      expected.future._callback)
+    assert fast.accumulator.queue_size(T0) == plain.accumulator.queue_size(T0) > 2
+    for a, b in zip(plain.accumulator.queued_batches(T0), fast.accumulator.queued_batches(T0)):
+        a.close()
+        b.close()
+        assert a.records() == b.records()
+    fast.accumulator.close()
+    with pytest.raises(ProducerClosedError, match="Producer closed while send in progress"):
+        fast.accumulator.append_to_tuple(fast_queue, TS, b"k", b"v", None, None, 0, fast.now)

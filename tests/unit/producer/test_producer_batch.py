@@ -277,3 +277,25 @@ def test_fast_append_refuses_a_record_that_does_not_fit_like_the_checked_path():
     while (result := fast.append(TS, b"k", b"v" * 30)) is not None:
         assert result == checked._append_checked(TS, b"k", b"v" * 30, None)
     assert checked._append_checked(TS, b"k", b"v" * 30, None) is None
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_append_record_reports_what_the_checked_path_returns(seed):
+    """append_record (what ProducerBatch calls): the offset delta it returns and the size and
+    fullness it leaves behind are the checked path's AppendResult, fast path or not, up to a
+    batch too full for the next record (both then refuse it)."""
+    rng = random.Random(seed)
+    batch_size = rng.choice([300, 2_000, 20_000])
+    fast = RecordBatchBuilder(batch_size=batch_size)
+    checked = RecordBatchBuilder(batch_size=batch_size)
+    for _ in range(rng.randrange(1, 300)):
+        record = _random_record(rng, TS)
+        expected = checked._append_checked(*record)
+        offset_delta = fast.append_record(*record)
+        if expected is None:
+            assert offset_delta is None
+            break
+        assert (offset_delta, fast.last_append_size, fast.last_append_full) == (
+            expected.offset_delta, expected.size, expected.batch_full)
+        assert fast.last_append_full == fast.is_full
+    assert fast.build() == checked.build()

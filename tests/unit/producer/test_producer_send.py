@@ -1,0 +1,84 @@
+"""KafkaProducer.send's size check: the shortcut that skips the estimate for a plain record
+refuses and accepts exactly what the estimate does. No broker: the metadata is injected and the
+sender thread only ever sees a refused connection."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_kafka_sink.client.cluster import ClusterSnapshot, PartitionInfo
+from spark_kafka_sink.errors import RecordTooLargeError
+from spark_kafka_sink.producer.producer import _PLAIN_RECORD_BOUND, KafkaProducer
+from spark_kafka_sink.record import RecordBatchBuilder
+from spark_kafka_sink.record.varint import size_of_varint
+from spark_kafka_sink.structs import Node
+
+estimate = RecordBatchBuilder.estimate_size_upper_bound
+
+
+@pytest.mark.parametrize("key_len", [0, 1, 63, 64, 8191, 8192, (1 << 20) - 1, 1 << 20])
+@pytest.mark.parametrize("value_len", [0, 1, 63, 64, 8191, 8192, (1 << 20) - 1, 1 << 20])
+def test_the_plain_record_bound_covers_the_estimate(key_len, value_len):
+    key, value = b"k" * key_len, b"v" * value_len
+    assert estimate(key, value, None) <= key_len + value_len + _PLAIN_RECORD_BOUND
+
+
+def test_the_plain_record_bound_covers_every_length_an_int32_limit_allows():
+    # the bound allows 4 extra bytes per length varint: any length below 2**31 needs at most 5
+    for n in (1 << 27, (1 << 28) - 1, 1 << 28, (1 << 31) - 1):
+        assert size_of_varint(n) - 1 <= 4
+
+
+@pytest.fixture
+def producer_for():
+    producers = []
+
+    def make(**config):
+        producer = KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "max.block.ms": 2_000,
+                                  "reconnect.backoff.ms": 1_000, **config})
+        producer._metadata._snapshot = ClusterSnapshot(
+            [Node(1, "127.0.0.1", 1)], [PartitionInfo("t", p, 1) for p in range(3)])
+        producers.append(producer)
+        return producer
+
+    yield make
+    for producer in producers:
+        producer.close(0)
+
+
+@pytest.mark.parametrize("limit_name, config", [
+    ("max.request.size", {"max.request.size": 3_000}),
+    ("buffer.memory", {"max.request.size": 10_000, "buffer.memory": 3_000, "batch.size": 1_000}),
+])
+@pytest.mark.parametrize("key", [None, b"", b"key", bytearray(b"key")])
+def test_send_refuses_exactly_the_records_the_estimate_puts_over_the_limit(producer_for, limit_name,
+                                                                           config, key):
+    producer = producer_for(**config)
+    limit = 3_000
+    accepted = []
+    # every value length around the shortcut's threshold and the real limit
+    for value_len in range(limit - _PLAIN_RECORD_BOUND - 10, limit):
+        value = b"v" * value_len
+        if estimate(key, value, None) > limit:
+            with pytest.raises(RecordTooLargeError, match=f"{limit}, the value of the {limit_name}"):
+                producer.send("t", value, key=key, partition=0)
+        else:
+            accepted.append(value)
+    assert accepted and estimate(key, accepted[-1], None) == limit
+    # a 3,000-byte buffer holds one of them: send the largest (the others fit, as it does)
+    for value in accepted if limit_name == "max.request.size" else accepted[-1:]:
+        assert producer.send("t", value, key=key, partition=0) is not None
+
+
+def test_send_still_checks_records_with_headers_and_other_types(producer_for):
+    producer = producer_for(**{"max.request.size": 3_000})
+    with pytest.raises(RecordTooLargeError, match="max.request.size"):
+        producer.send("t", b"v" * 2_900, key=b"k", headers=[("h", b"x" * 200)], partition=0)
+    with pytest.raises(RecordTooLargeError, match="max.request.size"):
+        producer.send("t", memoryview(b"v" * 3_000), key=b"k", partition=0)
+    with pytest.raises(TypeError, match="value must be bytes, str or None, not int"):
+        producer.send("t", 42)
+    with pytest.raises(TypeError, match="key must be bytes, str or None, not float"):
+        producer.send("t", b"v", key=3.5)
+    with pytest.raises(TypeError, match=r"header 0 \('h'\) value must be bytes"):
+        producer.send("t", b"v", key=b"k", headers=[("h", 3)], partition=0)
