@@ -11,8 +11,11 @@ The steps follow Spark's ``KafkaWriteTask`` and DESIGN.md §2:
 5. If any record failed, raise :class:`PartitionWriteError`: how many records failed, and the
    first error with its topic and partition.
 
-The writer keeps only the frozen config and schema, so it pickles small. It returns a
-:class:`TaskStats` (``foreachPartition`` discards it; ``rdd.mapPartitions`` users can collect it).
+The writer keeps only the frozen config and schema (and, from ``KafkaSink``, a Spark
+accumulator), so it pickles small. It returns a :class:`TaskStats` (``foreachPartition`` discards
+it; ``rdd.mapPartitions`` users can collect it). With an accumulator, a task that succeeded adds
+its :class:`~spark_kafka_sink.spark.metrics.SinkTaskMetrics` to it as its very last step, after
+every record was checked: a failed attempt adds nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, Callable, Iterable
 
 from ..errors import KafkaError
 from ..producer.future import RecordFuture
+from .metrics import task_metrics
 from .options import SinkConfig
 from .producer_pool import ProducerPool, get_pool
 from .rows import RowConverter
@@ -69,10 +73,12 @@ def task_info() -> _TaskInfo:
 class _Outcome:
     """Counts completions and keeps the first failure. Completion hooks run on the sender thread."""
 
-    __slots__ = ("acked", "failed", "first_error", "first_topic", "first_partition", "_lock")
+    __slots__ = ("acked", "failed", "first_error", "first_topic", "first_partition", "topics",
+                 "_lock")
 
     def __init__(self) -> None:
         self.acked = 0
+        self.topics: dict[str, int] = {}
         self.failed = 0
         self.first_error: BaseException | None = None
         self.first_topic: str | None = None
@@ -81,11 +87,13 @@ class _Outcome:
 
     def on_done(self, future: RecordFuture) -> None:
         error = future.exception(0)
+        tp = future.topic_partition
         if error is None:
+            topic = tp.topic
             with self._lock:  # also called on the task's thread when the batch already completed
                 self.acked += 1
+                self.topics[topic] = self.topics.get(topic, 0) + 1
             return
-        tp = future.topic_partition
         self.record_failure(error, tp.topic, tp.partition)
 
     def record_failure(self, error: BaseException, topic: str | None, partition: int | None) -> None:
@@ -110,12 +118,15 @@ class PartitionWriter:
 
     ``pool`` (a zero-argument function returning the pool) and ``task`` (returning the task's
     partition id and attempt) are seams for tests; the defaults are this worker's pool and
-    Spark's ``TaskContext``.
+    Spark's ``TaskContext``. ``accumulator`` (anything with ``add``, normally a Spark accumulator
+    of :class:`~spark_kafka_sink.spark.metrics.SinkTaskMetrics`) receives each successful task's
+    figures.
     """
 
     def __init__(self, sink_config: SinkConfig, write_schema: WriteSchema, *,
                  pool: Callable[[], ProducerPool] = get_pool,
-                 task: Callable[[], _TaskInfo] = task_info):
+                 task: Callable[[], _TaskInfo] = task_info,
+                 accumulator: Any = None):
         if not isinstance(sink_config, SinkConfig):
             raise TypeError(f"sink_config must be a SinkConfig, got {type(sink_config).__name__}")
         if not isinstance(write_schema, WriteSchema):
@@ -125,6 +136,7 @@ class PartitionWriter:
         self.write_schema = write_schema
         self._pool = pool
         self._task = task
+        self.accumulator = accumulator
 
     def __call__(self, rows: Iterable[Any]) -> TaskStats:
         started = time.monotonic()
@@ -135,15 +147,20 @@ class PartitionWriter:
         outcome = _Outcome()
         try:
             producer = lease.producer
-            bytes_before = _byte_total(producer)
+            before = producer.metrics_snapshot()
             _flushed(producer, lambda: self._send_all(producer, rows, outcome))
-            bytes_sent = _byte_total(producer) - bytes_before
+            after = producer.metrics_snapshot()
         finally:
             lease.release()
         outcome.check()
+        bytes_sent = int(after.values.get("byte-total", 0) - before.values.get("byte-total", 0))
         stats = TaskStats(task.partition_id, task.attempt, outcome.acked, outcome.failed, bytes_sent,
                           int((time.monotonic() - started) * 1000))
         log.debug("partition %d (attempt %d) written: %s", task.partition_id, task.attempt, stats)
+        if self.accumulator is not None:  # last: only a task that succeeded counts
+            self.accumulator.add(task_metrics(before, after, records_sent=outcome.acked,
+                                              records_failed=outcome.failed,
+                                              topics=outcome.topics))
         return stats
 
     def _send_all(self, producer: Any, rows: Iterable[Any], outcome: _Outcome) -> None:
@@ -179,7 +196,3 @@ def _flushed(producer: Any, send: Callable[[], None]) -> None:
             log.warning("flush after a failed partition write also failed", exc_info=True)
         raise
     producer.flush()
-
-
-def _byte_total(producer: Any) -> int:
-    return int(producer.metrics_snapshot().values.get("byte-total", 0))

@@ -12,21 +12,33 @@ options); they are checked when the sink is built. The DataFrame's schema is che
 driver (:func:`~spark_kafka_sink.spark.schema.validate_schema`) once per distinct schema, before
 any task runs, so a bad column fails the batch without sending anything.
 
-A sink pickles as its options alone (no cache, no Spark objects), so it can be shipped to
-executors or stored by Spark as a ``foreachBatch`` function.
+Metrics (:mod:`~spark_kafka_sink.spark.metrics`): on classic Spark every successful task adds its
+figures to a Spark accumulator. After each micro-batch (or ``write``) the driver logs one line and
+keeps the figures, by Java-style name, in ``sink.last_metrics`` and ``sink.metrics_history`` (the
+last :data:`HISTORY_SIZE` ``(batch_id, metrics)`` entries; ``batch_id`` is ``None`` for
+``write``). A write that fails publishes nothing. On Spark Connect (no ``sparkContext``, so no
+accumulators) the sink writes but collects no metrics yet: ``last_metrics`` stays ``None``.
+
+A sink pickles as its options alone (no cache, no metrics, no Spark objects), so it can be shipped
+to executors or stored by Spark as a ``foreachBatch`` function.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from typing import Any, Mapping
 
+from .metrics import SinkMetricsParam, SinkTaskMetrics, format_line
 from .options import SinkConfig
 from .partition_writer import PartitionWriter
 from .schema import WriteSchema, validate_schema
 
 log = logging.getLogger(__name__)
+
+HISTORY_SIZE = 100
+"""How many ``(batch_id, metrics)`` entries ``KafkaSink.metrics_history`` keeps."""
 
 
 class KafkaSink:
@@ -40,7 +52,18 @@ class KafkaSink:
     def __init__(self, options: Mapping[str, Any] | None = None, /, **kwargs: Any):
         merged = {**(options or {}), **kwargs}
         self._config = SinkConfig.from_options(merged)
+        self._init_driver_state()
+
+    def _init_driver_state(self) -> None:
         self._schemas: dict[str, WriteSchema] = {}
+        self._accumulator: tuple[Any, Any] | None = None  # (SparkContext, accumulator)
+        self.last_metrics: dict[str, float] | None = None
+        self._history: deque[tuple[int | None, dict[str, float]]] = deque(maxlen=HISTORY_SIZE)
+
+    @property
+    def metrics_history(self) -> list[tuple[int | None, dict[str, float]]]:
+        """The last ``HISTORY_SIZE`` published ``(batch_id, metrics)`` entries, oldest first."""
+        return list(self._history)
 
     @property
     def config(self) -> SinkConfig:
@@ -49,15 +72,49 @@ class KafkaSink:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         """``foreachBatch``: write micro-batch ``batch_id`` and log one line about it."""
-        started = time.monotonic()
-        self.write(df)
-        log.info("KafkaSink: micro-batch %d written in %.3f s (%s)", batch_id,
-                 time.monotonic() - started, self._target())
+        self._write(df, batch_id)
 
     def write(self, df: Any) -> None:
         """Write every row of ``df`` (a batch DataFrame) and wait for all of them; a failed task
-        fails the call with the task's error."""
-        df.foreachPartition(self.partition_writer(df.schema))
+        fails the call with the task's error. Logs one line and publishes the metrics."""
+        self._write(df, None)
+
+    def _write(self, df: Any, batch_id: int | None) -> None:
+        started = time.monotonic()
+        accumulator = self._fresh_accumulator(df)
+        writer = PartitionWriter(self._config, self._write_schema(df.schema), accumulator=accumulator)
+        df.foreachPartition(writer)
+        seconds = time.monotonic() - started
+        what = "write" if batch_id is None else f"micro-batch {batch_id}"
+        if accumulator is None:
+            log.info("KafkaSink: %s written in %.3f s (%s; no metrics: no SparkContext, e.g. "
+                     "Spark Connect)", what, seconds, self._target())
+            return
+        self._publish(batch_id, accumulator.value, seconds)
+
+    def _publish(self, batch_id: int | None, metrics: SinkTaskMetrics, seconds: float) -> None:
+        figures = metrics.as_dict()
+        self.last_metrics = figures
+        self._history.append((batch_id, figures))
+        log.info("%s", format_line(batch_id, figures, seconds))
+
+    def _fresh_accumulator(self, df: Any) -> Any:
+        """A zeroed accumulator of this DataFrame's SparkContext (reused across writes on the
+        same context), or ``None`` without one (Spark Connect)."""
+        try:
+            context = df.sparkSession.sparkContext
+        except Exception:  # noqa: BLE001 - Spark Connect raises (PySparkNotImplementedError)
+            return None
+        if context is None:
+            return None
+        cached = self._accumulator
+        if cached is None or cached[0] is not context:
+            accumulator = context.accumulator(SinkTaskMetrics(), SinkMetricsParam())
+            self._accumulator = (context, accumulator)
+        else:
+            accumulator = cached[1]
+            accumulator.value = SinkTaskMetrics()
+        return accumulator
 
     def partition_writer(self, schema: Any) -> PartitionWriter:
         """The picklable function for ``df.foreachPartition`` writing rows of ``schema`` (a
@@ -81,7 +138,7 @@ class KafkaSink:
 
     def __setstate__(self, state: Mapping[str, Any]) -> None:
         self._config = state["config"]
-        self._schemas = {}
+        self._init_driver_state()
 
     def __repr__(self) -> str:
         return f"KafkaSink({self._config!r})"

@@ -1,0 +1,150 @@
+"""Sink metrics: what each Spark task wrote, merged on the driver (DESIGN.md §5).
+
+Every successful task produces one :class:`SinkTaskMetrics` (its records acknowledged, failed
+and retried, bytes, batches, requests, request latency as (sum, count), and records per topic),
+built by :func:`task_metrics` from the task's own outcome and the delta of its producer's
+:class:`~spark_kafka_sink.producer.metrics.MetricsSnapshot` over the task.
+
+On classic Spark the tasks add them to an accumulator (:class:`SinkMetricsParam`); a task adds
+its figures only once it has flushed and checked every record, so a failed attempt adds nothing
+(and PySpark sends no accumulator updates for a failed task anyway). The driver then logs one
+line per micro-batch (:func:`format_line`) and keeps the figures under Java-style names
+(:meth:`SinkTaskMetrics.as_dict`).
+
+Spark Connect has no ``sparkContext`` and so no accumulators: there the sink still writes, but
+the metrics are not collected yet (``sink.last_metrics`` stays ``None``).
+
+Where the figures come from:
+
+- ``record-send-total`` / ``record-error-total`` and the per-topic counts: the task's own
+  acknowledged / failed records (exact; a retried batch is counted once).
+- ``record-retry-total``, ``byte-total``, ``request-total``: deltas of the producer's totals
+  (exact while one task at a time uses the producer, which is the case: a Python worker runs one
+  task at a time).
+- ``batch-total`` and ``request-latency-avg``: deltas of the producer's windowed averages'
+  (sum, count) (``batch-size-avg`` counts batches). They are exact for tasks shorter than the
+  producer's sample window (2 × 30 s by default); a longer task reports what the window still
+  holds, never a negative figure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from pyspark.accumulators import AccumulatorParam
+
+__all__ = ["SinkTaskMetrics", "SinkMetricsParam", "task_metrics", "format_line"]
+
+
+@dataclass(frozen=True)
+class SinkTaskMetrics:
+    """The figures of one task, or of several merged (``tasks`` counts them). Picklable."""
+
+    records_sent: int = 0
+    records_failed: int = 0
+    records_retried: int = 0
+    bytes_sent: int = 0
+    batches: int = 0
+    requests: int = 0
+    request_latency_sum_ms: float = 0.0
+    request_latency_count: int = 0
+    topics: Mapping[str, int] = field(default_factory=dict)
+    tasks: int = 0
+
+    def merge(self, other: SinkTaskMetrics) -> SinkTaskMetrics:
+        """Both combined: every figure adds, per topic too."""
+        topics = dict(self.topics)
+        for topic, count in other.topics.items():
+            topics[topic] = topics.get(topic, 0) + count
+        return SinkTaskMetrics(
+            self.records_sent + other.records_sent,
+            self.records_failed + other.records_failed,
+            self.records_retried + other.records_retried,
+            self.bytes_sent + other.bytes_sent,
+            self.batches + other.batches,
+            self.requests + other.requests,
+            self.request_latency_sum_ms + other.request_latency_sum_ms,
+            self.request_latency_count + other.request_latency_count,
+            topics,
+            self.tasks + other.tasks,
+        )
+
+    @property
+    def request_latency_avg_ms(self) -> float:
+        """Mean request latency in ms; NaN without requests."""
+        if not self.request_latency_count:
+            return math.nan
+        return self.request_latency_sum_ms / self.request_latency_count
+
+    def as_dict(self) -> dict[str, float]:
+        """Java-style names; per topic as ``topic.<topic>.record-send-total``."""
+        flat: dict[str, float] = {
+            "record-send-total": self.records_sent,
+            "record-error-total": self.records_failed,
+            "record-retry-total": self.records_retried,
+            "byte-total": self.bytes_sent,
+            "batch-total": self.batches,
+            "request-total": self.requests,
+            "request-latency-avg": self.request_latency_avg_ms,
+            "task-total": self.tasks,
+        }
+        for topic in sorted(self.topics):
+            flat[f"topic.{topic}.record-send-total"] = self.topics[topic]
+        return flat
+
+
+class SinkMetricsParam(AccumulatorParam):
+    """Spark accumulator parameter merging :class:`SinkTaskMetrics`."""
+
+    def zero(self, value: SinkTaskMetrics) -> SinkTaskMetrics:
+        return SinkTaskMetrics()
+
+    def addInPlace(self, value1: SinkTaskMetrics, value2: SinkTaskMetrics) -> SinkTaskMetrics:
+        return value1.merge(value2)
+
+
+def task_metrics(before: Any, after: Any, *, records_sent: int, records_failed: int,
+                 topics: Mapping[str, int]) -> SinkTaskMetrics:
+    """One task's figures: its own counts, plus the producer deltas from snapshot ``before`` to
+    ``after`` (:class:`~spark_kafka_sink.producer.metrics.MetricsSnapshot`)."""
+
+    def total(name: str) -> float:
+        return max(0.0, after.values.get(name, 0.0) - before.values.get(name, 0.0))
+
+    def avg_parts(name: str) -> tuple[float, int]:
+        s1, c1 = before.averages.get(name, (0.0, 0))
+        s2, c2 = after.averages.get(name, (0.0, 0))
+        if c2 >= c1 and s2 >= s1:
+            return s2 - s1, c2 - c1
+        return s2, c2  # the window rolled over during the task: what it still holds
+
+    _, batches = avg_parts("batch-size-avg")
+    latency_sum, latency_count = avg_parts("request-latency-avg")
+    return SinkTaskMetrics(
+        records_sent=records_sent,
+        records_failed=records_failed,
+        records_retried=int(total("record-retry-total")),
+        bytes_sent=int(total("byte-total")),
+        batches=int(batches),
+        requests=int(total("request-total")),
+        request_latency_sum_ms=float(latency_sum),
+        request_latency_count=int(latency_count),
+        topics=dict(topics),
+        tasks=1,
+    )
+
+
+def format_line(batch_id: int | None, metrics: Mapping[str, float], seconds: float) -> str:
+    """The driver's one log line for a micro-batch (``batch_id``) or a write (``None``)."""
+    what = "write" if batch_id is None else f"micro-batch {batch_id}"
+    parts = []
+    for name, value in metrics.items():
+        if isinstance(value, float) and math.isnan(value):
+            parts.append(f"{name}=NaN")
+        elif isinstance(value, float) and not value.is_integer():
+            parts.append(f"{name}={value:.3f}")
+        else:
+            parts.append(f"{name}={int(value)}")
+    return f"KafkaSink: {what} written in {seconds:.3f} s: " + " ".join(parts)

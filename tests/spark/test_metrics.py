@@ -1,0 +1,102 @@
+"""KafkaSink metrics on a local[2] SparkSession against the embedded Apache Kafka: the accumulator
+figures after a batch write, one history entry per micro-batch, and a failed task counting nothing."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from spark_kafka_sink import KafkaSink
+
+from ..helpers import create_topic
+from ..verify import consume_all
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+
+def unique(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def test_write_publishes_the_accumulated_metrics(spark, kafka):
+    bootstrap = kafka.bootstrap_servers
+    topics = [unique("metrics-a"), unique("metrics-b")]
+    for topic in topics:
+        create_topic(bootstrap, topic, 2)
+    rows = 1_000
+    df = spark.range(0, rows, 1, 4).selectExpr(
+        "cast(id as string) as key", "concat('value-', id) as value",
+        f"case when id % 4 = 0 then '{topics[0]}' else '{topics[1]}' end as topic")
+    sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap})
+    sink.write(df)
+
+    metrics = sink.last_metrics
+    assert metrics["record-send-total"] == rows
+    assert metrics[f"topic.{topics[0]}.record-send-total"] == 250
+    assert metrics[f"topic.{topics[1]}.record-send-total"] == 750
+    assert metrics["record-error-total"] == 0 and metrics["task-total"] == 4
+    assert metrics["byte-total"] > rows * 6 and metrics["request-total"] >= 1
+    assert metrics["batch-total"] >= 1 and metrics["request-latency-avg"] >= 0
+    assert sink.metrics_history == [(None, metrics)]
+    assert sum(len(p) for p in consume_all(bootstrap, topics[0], 2, expected_count=250).values()) == 250
+
+    sink.write(df.limit(10))  # the next write starts from zero
+    assert sink.last_metrics["record-send-total"] == 10
+    assert [m["record-send-total"] for _, m in sink.metrics_history] == [rows, 10]
+
+
+def test_streaming_history_has_one_entry_per_micro_batch(spark, kafka, tmp_path):
+    bootstrap = kafka.bootstrap_servers
+    topic = unique("metrics-stream")
+    create_topic(bootstrap, topic, 2)
+    source = tmp_path / "in"
+    source.mkdir()
+    files, per_file = 3, 700
+    for f in range(files):
+        with open(source / f"part-{f}.json", "w") as out:
+            for i in range(f * per_file, (f + 1) * per_file):
+                out.write(json.dumps({"id": i}) + "\n")
+    stream = (spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).json(str(source))
+              .selectExpr("cast(id as string) as key", "concat('v', id) as value"))
+    sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "topic": topic})
+    query = (stream.writeStream.foreachBatch(sink)
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(120), "the availableNow query did not finish in 120 s"
+    finally:
+        query.stop()
+    assert query.exception() is None
+    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    assert len(batches) == files
+
+    history = sink.metrics_history
+    assert [batch_id for batch_id, _ in history] == [p["batchId"] for p in batches]
+    assert [m["record-send-total"] for _, m in history] == [per_file] * files
+    assert sum(m[f"topic.{topic}.record-send-total"] for _, m in history) == files * per_file
+    assert sink.last_metrics == history[-1][1]
+    records = consume_all(bootstrap, topic, 2, expected_count=files * per_file)
+    assert sum(len(p) for p in records.values()) == files * per_file
+
+
+def test_a_failed_task_counts_nothing_and_a_failed_write_publishes_nothing(spark, kafka):
+    bootstrap = kafka.bootstrap_servers
+    topic = unique("metrics-fail")
+    create_topic(bootstrap, topic, 1)
+    sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap})
+    good = spark.range(0, 3, 1, 1).selectExpr("cast(id as string) as value", f"'{topic}' as topic")
+    sink.write(good)
+    published = sink.metrics_history
+    assert sink.last_metrics["record-send-total"] == 3
+
+    # partition 0: ids 0-6, all good; partition 1: ids 7-13, six sent, then a null topic
+    bad = spark.range(0, 14, 1, 2).selectExpr(
+        "cast(id as string) as value", f"case when id = 13 then null else '{topic}' end as topic")
+    with pytest.raises(Exception, match="null 'topic'"):
+        sink.write(bad)
+    assert sink.metrics_history == published and sink.last_metrics == published[-1][1]
+    accumulated = sink._accumulator[1].value  # what the tasks added during the failed write
+    assert accumulated.records_sent in (0, 7), "the failed task's 6 records must not be counted"
+    assert accumulated.tasks == (accumulated.records_sent == 7)
