@@ -12,6 +12,7 @@ from spark_kafka_sink import KafkaSink
 
 from ..helpers import create_topic
 from ..verify import consume_all
+from .streaming import run_available_now
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -61,15 +62,7 @@ def test_streaming_history_has_one_entry_per_micro_batch(spark, kafka, tmp_path)
     stream = (spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).json(str(source))
               .selectExpr("cast(id as string) as key", "concat('v', id) as value"))
     sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "topic": topic})
-    query = (stream.writeStream.foreachBatch(sink)
-             .option("checkpointLocation", str(tmp_path / "checkpoint"))
-             .trigger(availableNow=True).start())
-    try:
-        assert query.awaitTermination(120), "the availableNow query did not finish in 120 s"
-    finally:
-        query.stop()
-    assert query.exception() is None
-    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    batches = run_available_now(stream, sink, str(tmp_path / "checkpoint"))
     assert len(batches) == files
 
     history = sink.metrics_history

@@ -16,6 +16,7 @@ from spark_kafka_sink.errors import SchemaError
 
 from ..helpers import create_topic
 from ..verify import consume_all, end_offsets
+from .streaming import run_available_now
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -108,15 +109,7 @@ def test_streaming_foreach_batch_exactly_once(spark, kafka, tmp_path):
                                        F.col("trace").cast("binary").alias("value"))).alias("headers"),
                       F.timestamp_millis(F.col("ts")).alias("timestamp")))
     sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "topic": topic})
-    query = (stream.writeStream.foreachBatch(sink)
-             .option("checkpointLocation", str(tmp_path / "checkpoint"))
-             .trigger(availableNow=True).start())
-    try:
-        assert query.awaitTermination(120), "the availableNow query did not finish in 120 s"
-    finally:
-        query.stop()
-    assert query.exception() is None
-    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    batches = run_available_now(stream, sink, str(tmp_path / "checkpoint"))
     assert len(batches) == files
 
     total = files * per_file
