@@ -16,6 +16,10 @@ the metrics are not collected yet (``sink.last_metrics`` stays ``None``).
 
 Where the figures come from:
 
+- ``task-total``, ``task-retried-total`` (tasks that succeeded on attempt > 0) and
+  ``producer-create-total`` (tasks that created their producer: first use in a worker, or a
+  retry, which always gets a fresh one): successful tasks only.
+
 - ``record-send-total`` / ``record-error-total`` and the per-topic counts: the task's own
   acknowledged / failed records (exact; a retried batch is counted once).
 - ``record-retry-total``, ``byte-total``, ``request-total``: deltas of the producer's totals
@@ -52,6 +56,11 @@ class SinkTaskMetrics:
     request_latency_count: int = 0
     topics: Mapping[str, int] = field(default_factory=dict)
     tasks: int = 0
+    retried_tasks: int = 0
+    """Tasks that succeeded on a retry (Spark attempt > 0)."""
+    producers_created: int = 0
+    """Tasks that created their producer rather than reusing a cached one: the first task of a
+    config in a Python worker, and every retry (the pool replaces the producer on a retry)."""
 
     def merge(self, other: SinkTaskMetrics) -> SinkTaskMetrics:
         """Both combined: every figure adds, per topic too."""
@@ -69,6 +78,8 @@ class SinkTaskMetrics:
             self.request_latency_count + other.request_latency_count,
             topics,
             self.tasks + other.tasks,
+            self.retried_tasks + other.retried_tasks,
+            self.producers_created + other.producers_created,
         )
 
     @property
@@ -89,6 +100,8 @@ class SinkTaskMetrics:
             "request-total": self.requests,
             "request-latency-avg": self.request_latency_avg_ms,
             "task-total": self.tasks,
+            "task-retried-total": self.retried_tasks,
+            "producer-create-total": self.producers_created,
         }
         for topic in sorted(self.topics):
             flat[f"topic.{topic}.record-send-total"] = self.topics[topic]
@@ -106,9 +119,11 @@ class SinkMetricsParam(AccumulatorParam):
 
 
 def task_metrics(before: Any, after: Any, *, records_sent: int, records_failed: int,
-                 topics: Mapping[str, int]) -> SinkTaskMetrics:
+                 topics: Mapping[str, int], attempt: int = 0,
+                 producer_created: bool = False) -> SinkTaskMetrics:
     """One task's figures: its own counts, plus the producer deltas from snapshot ``before`` to
-    ``after`` (:class:`~spark_kafka_sink.producer.metrics.MetricsSnapshot`)."""
+    ``after`` (:class:`~spark_kafka_sink.producer.metrics.MetricsSnapshot`). ``attempt`` is the
+    task's Spark attempt number; ``producer_created`` whether its lease created the producer."""
 
     def total(name: str) -> float:
         return max(0.0, after.values.get(name, 0.0) - before.values.get(name, 0.0))
@@ -133,6 +148,8 @@ def task_metrics(before: Any, after: Any, *, records_sent: int, records_failed: 
         request_latency_count=int(latency_count),
         topics=dict(topics),
         tasks=1,
+        retried_tasks=int(attempt > 0),
+        producers_created=int(producer_created),
     )
 
 

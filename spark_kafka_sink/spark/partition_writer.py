@@ -52,6 +52,9 @@ class TaskStats:
     records_failed: int
     bytes_sent: int
     duration_ms: int
+    producer_created: bool = False
+    """Whether the task's producer was created for it (first use in this worker, or a retry)
+    rather than reused from the worker's pool."""
 
 
 @dataclass(frozen=True)
@@ -155,12 +158,13 @@ class PartitionWriter:
         outcome.check()
         bytes_sent = int(after.values.get("byte-total", 0) - before.values.get("byte-total", 0))
         stats = TaskStats(task.partition_id, task.attempt, outcome.acked, outcome.failed, bytes_sent,
-                          int((time.monotonic() - started) * 1000))
+                          int((time.monotonic() - started) * 1000), lease.created)
         log.debug("partition %d (attempt %d) written: %s", task.partition_id, task.attempt, stats)
         if self.accumulator is not None:  # last: only a task that succeeded counts
             self.accumulator.add(task_metrics(before, after, records_sent=outcome.acked,
                                               records_failed=outcome.failed,
-                                              topics=outcome.topics))
+                                              topics=outcome.topics, attempt=task.attempt,
+                                              producer_created=lease.created))
         return stats
 
     def _send_all(self, producer: Any, rows: Iterable[Any], outcome: _Outcome) -> None:

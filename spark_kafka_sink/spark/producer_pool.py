@@ -111,15 +111,18 @@ class _Entry:
 class PooledProducer:
     """A lease on a pooled producer: use ``producer``, then ``release()`` (or use ``with``).
 
-    After release the producer may be closed at any time; do not keep using it.
+    After release the producer may be closed at any time; do not keep using it. ``created`` says
+    whether this acquire created the producer (first use of the config in this process, or a
+    task retry) rather than reusing a cached one.
     """
 
-    __slots__ = ("_pool", "_entry", "_released")
+    __slots__ = ("_pool", "_entry", "_released", "created")
 
-    def __init__(self, pool: ProducerPool, entry: _Entry):
+    def __init__(self, pool: ProducerPool, entry: _Entry, created: bool):
         self._pool = pool
         self._entry = entry
         self._released = False  # guarded by the pool's lock
+        self.created = created
 
     @property
     def producer(self) -> KafkaProducer:
@@ -141,7 +144,8 @@ class PooledProducer:
 
     def __repr__(self) -> str:
         state = "released" if self._released else "held"
-        return f"PooledProducer({self._entry.producer!r}, {state})"
+        origin = "created" if self.created else "cached"
+        return f"PooledProducer({self._entry.producer!r}, {origin}, {state})"
 
 
 class ProducerPool:
@@ -200,14 +204,15 @@ class ProducerPool:
                 if entry is not None and attempt > 0:
                     to_close += self._retire_locked(entry)
                     entry = None
-                if entry is None:
+                created = entry is None
+                if created:
                     entry = self._create_locked(config)
                 entry.refs += 1
                 entry.idle_since_ms = None
                 if idle_timeout_ms is not None:
                     entry.idle_timeout_ms = idle_timeout_ms
                 self._start_evictor_locked()
-                return PooledProducer(self, entry)
+                return PooledProducer(self, entry, created)
         finally:
             self._close_entries(to_close)
 

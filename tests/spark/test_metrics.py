@@ -1,9 +1,9 @@
 """KafkaSink metrics on a local[2] SparkSession against the embedded Apache Kafka: the accumulator
-figures after a batch write, one history entry per micro-batch, and a failed task counting nothing."""
+figures after a batch write and a failed task counting nothing (the per-micro-batch history is
+checked by test_sink.py's streaming test; task retries by test_task_retry.py)."""
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
@@ -12,7 +12,6 @@ from spark_kafka_sink import KafkaSink
 
 from ..helpers import create_topic
 from ..verify import consume_all
-from .streaming import run_available_now
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -46,32 +45,6 @@ def test_write_publishes_the_accumulated_metrics(spark, kafka):
     sink.write(df.limit(10))  # the next write starts from zero
     assert sink.last_metrics["record-send-total"] == 10
     assert [m["record-send-total"] for _, m in sink.metrics_history] == [rows, 10]
-
-
-def test_streaming_history_has_one_entry_per_micro_batch(spark, kafka, tmp_path):
-    bootstrap = kafka.bootstrap_servers
-    topic = unique("metrics-stream")
-    create_topic(bootstrap, topic, 2)
-    source = tmp_path / "in"
-    source.mkdir()
-    files, per_file = 3, 700
-    for f in range(files):
-        with open(source / f"part-{f}.json", "w") as out:
-            for i in range(f * per_file, (f + 1) * per_file):
-                out.write(json.dumps({"id": i}) + "\n")
-    stream = (spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).json(str(source))
-              .selectExpr("cast(id as string) as key", "concat('v', id) as value"))
-    sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "topic": topic})
-    batches = run_available_now(stream, sink, str(tmp_path / "checkpoint"))
-    assert len(batches) == files
-
-    history = sink.metrics_history
-    assert [batch_id for batch_id, _ in history] == [p["batchId"] for p in batches]
-    assert [m["record-send-total"] for _, m in history] == [per_file] * files
-    assert sum(m[f"topic.{topic}.record-send-total"] for _, m in history) == files * per_file
-    assert sink.last_metrics == history[-1][1]
-    records = consume_all(bootstrap, topic, 2, expected_count=files * per_file)
-    assert sum(len(p) for p in records.values()) == files * per_file
 
 
 def test_a_failed_task_counts_nothing_and_a_failed_write_publishes_nothing(spark, kafka):

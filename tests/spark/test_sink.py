@@ -3,9 +3,11 @@ confluent-kafka: batch writes, a streaming foreachBatch query, and schemas refus
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import pickle
+import random
 import uuid
 from collections import Counter
 
@@ -87,6 +89,9 @@ def test_partition_writer_in_users_foreach_partition(spark, kafka):
 
 
 def test_streaming_foreach_batch_exactly_once(spark, kafka, tmp_path):
+    """The acceptance stream: 50,000 rows in 3 micro-batches (availableNow, one file per trigger)
+    with keys, binary values, headers and timestamps; every row arrives once, byte-identical, and
+    each micro-batch's accumulator metrics equal its row count."""
     from pyspark.sql import functions as F
 
     bootstrap = kafka.bootstrap_servers
@@ -94,35 +99,48 @@ def test_streaming_foreach_batch_exactly_once(spark, kafka, tmp_path):
     create_topic(bootstrap, topic, PARTITIONS)
     source = tmp_path / "in"
     source.mkdir()
-    files, per_file = 4, 5_000
+    total, files = 50_000, 3
+    bounds = [total * f // files for f in range(files + 1)]
     base_ms = 1_700_000_000_000
+    rng = random.Random(4)
+    values = [rng.randbytes(rng.choice((0, 1, 17, 100, 300))) for _ in range(total)]
     for f in range(files):
         with open(source / f"part-{f}.json", "w") as out:
-            for i in range(f * per_file, (f + 1) * per_file):
+            for i in range(bounds[f], bounds[f + 1]):
                 out.write(json.dumps({"id": i, "ts": base_ms + i * 7, "trace": f"t-{i % 97}",
-                                      "payload": f"event {i} ✓"}) + "\n")
+                                      "payload": base64.b64encode(values[i]).decode()}) + "\n")
     stream = (spark.readStream.schema("id long, ts long, trace string, payload string")
               .option("maxFilesPerTrigger", 1).json(str(source))
-              .select(F.concat(F.lit("k"), F.col("id").cast("string")).alias("key"),
-                      F.col("payload").alias("value"),
+              .select(F.concat(F.lit("k-é"), F.col("id").cast("string")).alias("key"),
+                      F.unbase64(F.col("payload")).alias("value"),
                       F.array(F.struct(F.lit("trace").alias("key"),
-                                       F.col("trace").cast("binary").alias("value"))).alias("headers"),
+                                       F.col("trace").cast("binary").alias("value")),
+                              F.struct(F.lit("none").alias("key"),
+                                       F.lit(None).cast("binary").alias("value"))).alias("headers"),
                       F.timestamp_millis(F.col("ts")).alias("timestamp")))
     sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "topic": topic})
     batches = run_available_now(stream, sink, str(tmp_path / "checkpoint"))
-    assert len(batches) == files
+    assert [p["numInputRows"] for p in batches] == [bounds[f + 1] - bounds[f] for f in range(files)]
 
-    total = files * per_file
     records = consume_all(bootstrap, topic, PARTITIONS, expected_count=total)
     seen = Counter()
     for part in records.values():
         for r in part:
-            i = int(r.key[1:])
+            i = int(r.key.decode()[3:])
             seen[i] += 1
-            assert r.value == f"event {i} ✓".encode()
-            assert r.headers == [("trace", f"t-{i % 97}".encode())]
+            assert r.key == f"k-é{i}".encode() and r.value == values[i]
+            assert r.headers == [("trace", f"t-{i % 97}".encode()), ("none", None)]
             assert r.timestamp_ms == base_ms + i * 7
     assert len(seen) == total and set(seen.values()) == {1}
+
+    history = sink.metrics_history
+    assert [batch_id for batch_id, _ in history] == [p["batchId"] for p in batches]
+    for (_, metrics), progress in zip(history, batches):
+        assert metrics["record-send-total"] == progress["numInputRows"]
+        assert metrics[f"topic.{topic}.record-send-total"] == progress["numInputRows"]
+        assert metrics["record-error-total"] == 0 and metrics["task-retried-total"] == 0
+        assert metrics["byte-total"] > 0 and metrics["request-total"] > 0
+    assert sink.last_metrics == history[-1][1]
 
 
 BAD_SCHEMAS = {

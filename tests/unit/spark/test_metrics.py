@@ -21,12 +21,12 @@ A = SinkTaskMetrics(records_sent=10, records_failed=0, records_retried=2, bytes_
                     topics={"a": 6, "b": 4}, tasks=1)
 B = SinkTaskMetrics(records_sent=5, records_failed=1, records_retried=0, bytes_sent=300, batches=1,
                     requests=1, request_latency_sum_ms=1.5, request_latency_count=1,
-                    topics={"b": 3, "c": 2}, tasks=1)
+                    topics={"b": 3, "c": 2}, tasks=1, retried_tasks=1, producers_created=1)
 
 
 def test_merge_is_exact_and_adds_per_topic():
     merged = A.merge(B)
-    assert merged == SinkTaskMetrics(15, 1, 2, 1300, 4, 3, 9.0, 3, {"a": 6, "b": 7, "c": 2}, 2)
+    assert merged == SinkTaskMetrics(15, 1, 2, 1300, 4, 3, 9.0, 3, {"a": 6, "b": 7, "c": 2}, 2, 1, 1)
     assert merged.request_latency_avg_ms == 3.0
     assert A.merge(SinkTaskMetrics()) == A == SinkTaskMetrics().merge(A)
     assert A.topics == {"a": 6, "b": 4}  # inputs untouched
@@ -39,6 +39,7 @@ def test_picklable_and_java_names():
     assert flat["record-retry-total"] == 2 and flat["byte-total"] == 1300
     assert flat["batch-total"] == 4 and flat["request-total"] == 3 and flat["task-total"] == 2
     assert flat["request-latency-avg"] == 3.0
+    assert flat["task-retried-total"] == 1 and flat["producer-create-total"] == 1
     assert flat["topic.b.record-send-total"] == 7
     assert math.isnan(SinkTaskMetrics().as_dict()["request-latency-avg"])
 
@@ -56,6 +57,9 @@ def test_task_metrics_are_producer_deltas():
                             averages={"request-latency-avg": (13.0, 6), "batch-size-avg": (650.0, 7)})
     got = task_metrics(before, after, records_sent=9, records_failed=0, topics={"t": 9})
     assert got == SinkTaskMetrics(9, 0, 2, 250, 3, 2, 3.0, 2, {"t": 9}, 1)
+    retry = task_metrics(before, after, records_sent=9, records_failed=0, topics={"t": 9}, attempt=2,
+                         producer_created=True)
+    assert (retry.tasks, retry.retried_tasks, retry.producers_created) == (1, 1, 1)
 
 
 def test_task_metrics_never_negative_when_the_window_rolled():
@@ -88,6 +92,7 @@ def test_writer_adds_the_task_metrics_once_it_succeeded():
     [added] = accumulator.added
     assert added.records_sent == 5 and added.topics == {"x": 3, "y": 2} and added.tasks == 1
     assert added.bytes_sent == 50
+    assert (added.retried_tasks, added.producers_created) == (0, 1)
 
 
 @pytest.mark.parametrize("failure", ["callback", "row"])

@@ -94,8 +94,9 @@ class FakeProducer:
 
 
 class FakeLease:
-    def __init__(self, producer):
+    def __init__(self, producer, created):
         self.producer = producer
+        self.created = created
         self.released = 0
 
     def release(self):
@@ -110,7 +111,7 @@ class FakePool:
 
     def acquire(self, config, *, attempt=0, idle_timeout_ms=None):
         self.acquired.append((config, attempt, idle_timeout_ms))
-        lease = FakeLease(self.producer)
+        lease = FakeLease(self.producer, created=not self.leases or attempt > 0)
         self.leases.append(lease)
         return lease
 
@@ -133,7 +134,8 @@ def test_writes_every_row_flushes_releases_and_returns_stats():
     assert producer.sent == [("t", f"v{i}".encode(), f"k{i}".encode(), None, None, None) for i in range(5)]
     assert producer.flushes == 1 and pool.leases[0].released == 1
     assert stats == TaskStats(partition_id=4, attempt=0, records_sent=5, records_failed=0,
-                              bytes_sent=50, duration_ms=stats.duration_ms)
+                              bytes_sent=50, duration_ms=stats.duration_ms, producer_created=True)
+    assert writer(iter(rows(1))).producer_created is False  # the second task reuses it
     config, attempt, idle = pool.acquired[0]
     assert config == SinkConfig.from_options(OPTIONS).producer_config
     assert (attempt, idle) == (0, 120_000)
@@ -141,7 +143,8 @@ def test_writes_every_row_flushes_releases_and_returns_stats():
 
 def test_attempt_number_is_passed_to_the_pool():
     writer, pool = make_writer(FakeProducer(), attempt=2)
-    assert writer(iter(rows(1))).attempt == 2
+    stats = writer(iter(rows(1)))
+    assert (stats.attempt, stats.producer_created) == (2, True)
     assert pool.acquired[0][1] == 2
 
 

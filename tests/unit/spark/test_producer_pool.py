@@ -108,6 +108,7 @@ def test_same_config_shares_one_producer(pool, factory):
     second = pool.acquire(ProducerConfig({"bootstrap.servers": "localhost:9092"}))  # equal, not identical
     assert first.producer is second.producer
     assert first.config == CONFIG_A
+    assert (first.created, second.created) == (True, False)
     assert len(factory.created) == 1
     stats(pool, entries=1, in_use=1, leases=2, created_total=1)
 
@@ -259,7 +260,7 @@ def test_retry_replaces_the_producer_and_closes_the_old_after_its_last_lease(poo
     old_1, old_2 = pool.acquire(CONFIG_A), pool.acquire(CONFIG_A)
     retry = pool.acquire(CONFIG_A, attempt=1)
     old, new = factory.created
-    assert retry.producer is new
+    assert retry.producer is new and retry.created
     assert not old.closed  # a concurrent task still uses it
     stats(pool, entries=1, leases=3, retired_total=1)
     old_1.release()

@@ -1,0 +1,41 @@
+"""The SparkSession settings of the Spark tests (DESIGN.md §7), shared by the ``spark`` fixture
+and by the scripts the tests run in their own process (a different master, e.g. ``local[2,3]``).
+
+``local[2]`` on loopback, no UI, two shuffle partitions, a 16 MB driver stack (stopping a query
+during foreachBatch overflows the default) and the project's quiet log4j2 file. ``PYSPARK_PYTHON``
+must be this interpreter (workers need pyarrow and this package) and ``SPARK_LOCAL_IP`` loopback:
+:data:`SPARK_ENV` holds both, to be set before the JVM starts.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+
+SPARK_ENV = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+             "SPARK_LOCAL_IP": "127.0.0.1"}
+
+
+def build_session(master: str, warehouse: str, app_name: str = "spark-kafka-sink-tests"):
+    """A SparkSession on ``master`` (``local[2]``, or ``local[2,3]`` to allow task retries) with
+    the tests' settings; ``warehouse`` is a temporary directory."""
+    from pyspark.sql import SparkSession
+
+    java_options = f"-Xss16m -Dlog4j2.configurationFile=file:{CONF / 'log4j2.properties'}"
+    session = (SparkSession.builder
+               .master(master)
+               .appName(app_name)
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.driver.memory", "768m")
+               .config("spark.driver.extraJavaOptions", java_options)
+               .config("spark.python.worker.reuse", "true")
+               .config("spark.sql.warehouse.dir", warehouse)
+               .getOrCreate())
+    session.sparkContext.setLogLevel("WARN")
+    return session

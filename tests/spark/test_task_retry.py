@@ -1,0 +1,63 @@
+"""A task that fails after sending part of its rows is retried by Spark (``local[2,3]``): the
+write completes, every row is present (the failed attempt's rows twice, counted), the retry got a
+fresh producer, and the metrics count the successful attempts only."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from ..helpers import create_topic
+from ..verify import consume_all
+from .session import SPARK_ENV
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+ROOT = Path(__file__).resolve().parents[2]
+ROWS, FAIL_AT, PARTITIONS = 4_000, 1_500, 2
+
+
+def test_retried_task_completes_the_write_and_counts_once(kafka, tmp_path):
+    bootstrap = kafka.bootstrap_servers
+    topic = f"retry-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    out = tmp_path / "metrics.json"
+    env = {**os.environ, **SPARK_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [
+        str(ROOT), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "tests.spark.retry_job", bootstrap, topic, str(ROWS),
+               str(FAIL_AT), str(out)]
+    with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True) as job:
+        try:
+            output, _ = job.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            output, _ = job.communicate()
+            pytest.fail(f"the retry job did not finish in 240 s:\n{output[-4000:]}")
+    assert job.returncode == 0, f"the retry job failed:\n{output[-4000:]}"
+    assert "null 'topic'" in output, "attempt 0 did not fail as planned"
+
+    records = consume_all(bootstrap, topic, PARTITIONS, expected_count=ROWS + FAIL_AT)
+    seen = Counter(int(r.key) for part in records.values() for r in part)
+    assert all(r.value == b"v" + r.key for part in records.values() for r in part)
+    assert set(seen) == set(range(ROWS)), "a row is missing"
+    duplicated = sorted(i for i, count in seen.items() if count > 1)
+    assert duplicated == list(range(ROWS // 2, ROWS // 2 + FAIL_AT)), \
+        "exactly the rows the failed attempt sent arrive twice"
+    assert set(seen.values()) == {1, 2}
+
+    metrics = json.loads(out.read_text())
+    assert metrics["record-send-total"] == ROWS  # the failed attempt's 1,500 are not counted
+    assert metrics[f"topic.{topic}.record-send-total"] == ROWS
+    assert metrics["task-total"] == PARTITIONS and metrics["task-retried-total"] == 1
+    assert metrics["record-error-total"] == 0
+    # each successful task created its producer: partition 0 in a fresh worker, and the retry,
+    # which the pool never serves the cached producer (attempt > 0 replaces it)
+    assert metrics["producer-create-total"] == PARTITIONS
