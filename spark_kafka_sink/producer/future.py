@@ -18,6 +18,8 @@ internals) need :meth:`RecordFuture.to_concurrent_future`.
 Order of completion, once per batch (``BatchCompletion.finish``):
 
 1. the outcome is stored and ``done()`` becomes true; ``result()`` callers wake up;
+   then each :class:`~spark_kafka_sink.producer.tally.DeliveryTally` the batch's records were
+   sent with learns the batch's outcome once, with its record count;
 2. per record, in append order: the send callback ``callback(metadata, exception)`` (exactly one
    of them is ``None``), then the record's ``add_done_callback`` functions. A callback that raises
    is logged and the others still run;
@@ -51,7 +53,7 @@ class BatchCompletion:
     """The outcome of one batch, shared by its records' futures (Java's ``ProduceRequestResult``)."""
 
     __slots__ = ("topic_partition", "base_offset", "log_append_time_ms", "error",
-                 "_final", "_settled", "_lock", "_condition", "_watchers")
+                 "_final", "_settled", "_lock", "_condition", "_watchers", "_tallies")
 
     def __init__(self, topic_partition: TopicPartition):
         self.topic_partition = topic_partition
@@ -63,6 +65,7 @@ class BatchCompletion:
         self._lock = threading.Lock()
         self._condition: threading.Condition | None = None
         self._watchers: list[RecordFuture] = []  # futures with callbacks, in append order
+        self._tallies: dict | None = None  # DeliveryTally -> records counted against it
 
     @property
     def done(self) -> bool:
@@ -78,8 +81,17 @@ class BatchCompletion:
         """Register a future that has callbacks to run; called by the batch before completion."""
         self._watchers.append(future)
 
+    def count_for(self, tally) -> None:
+        """Count one appended record against ``tally`` (a ``DeliveryTally``), told at ``finish``."""
+        tallies = self._tallies
+        if tallies is None:
+            self._tallies = {tally: 1}
+        else:
+            tallies[tally] = tallies.get(tally, 0) + 1
+
     def finish(self, base_offset: int, log_append_time_ms: int, error: BaseException | None) -> bool:
-        """Store the outcome, run the callbacks, settle. ``False`` if already finished."""
+        """Store the outcome, tell the tallies, run the callbacks, settle. ``False`` if already
+        finished."""
         with self._lock:
             if self._final:
                 return False
@@ -88,6 +100,11 @@ class BatchCompletion:
             self.error = error
             self._final = True
             self._notify_locked()
+        for tally, count in (self._tallies or {}).items():
+            try:
+                tally.batch_completed(self.topic_partition, count, error)
+            except Exception:  # like a callback: must not stop the others, nor the sender
+                log.exception("Error counting a batch of %s in a delivery tally", self.topic_partition)
         for future in self._watchers:  # frozen now: nothing is added after _final
             future._run_callbacks()
         with self._lock:

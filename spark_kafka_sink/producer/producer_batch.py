@@ -31,6 +31,7 @@ from ..record import RecordBatchBuilder
 from ..structs import TopicPartition
 from .buffer_pool import MemoryLease
 from .future import INVALID_OFFSET, NO_TIMESTAMP, BatchCompletion, RecordFuture, SendCallback
+from .tally import DeliveryTally
 from .idempotence import increment_sequence
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,9 @@ class ProducerBatch:
         self._last_append_ms = now_ms
         self.last_append_size = builder.last_append_size
         self.last_append_filled = builder.last_append_full
+        if callback is not None and isinstance(callback, DeliveryTally):
+            self.completion.count_for(callback)  # counted per batch: no callback on the future
+            callback = None
         future = RecordFuture(self.completion, offset_delta, timestamp_ms,
                               -1 if key is None else len(key),
                               -1 if value is None else len(value), callback)

@@ -4,8 +4,10 @@ The steps follow Spark's ``KafkaWriteTask`` and DESIGN.md §2:
 
 1. Lease the producer for the sink's config from this Python worker's pool. The attempt number
    comes from ``TaskContext.attemptNumber()``; a retry (attempt > 0) gets a fresh producer.
-2. Send every row, each with a completion hook that keeps the first error. Sending stops at the
-   first error seen, whether a callback reported it or ``send`` raised it.
+2. Send every row with the task's :class:`~spark_kafka_sink.producer.tally.DeliveryTally`, which
+   counts acknowledged and failed records once per completed batch (a callback per record would
+   cost the sending thread about half its speed). Sending stops at the first error seen, whether
+   a batch failed or ``send`` raised.
 3. Flush (the worker may be SIGKILLed once idle: nothing flushes later), then check again.
 4. Release the lease in ``finally``.
 5. If any record failed, raise :class:`PartitionWriteError`: how many records failed, and the
@@ -21,13 +23,12 @@ every record was checked: a failed attempt adds nothing.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from ..errors import KafkaError
-from ..producer.future import RecordFuture
+from ..producer.tally import DeliveryTally
 from .metrics import task_metrics
 from .options import SinkConfig
 from .producer_pool import ProducerPool, get_pool
@@ -74,45 +75,45 @@ def task_info() -> _TaskInfo:
 
 
 class _Outcome:
-    """Counts completions and keeps the first failure. Completion hooks run on the sender thread."""
+    """What a task's records came to: the producer's :class:`DeliveryTally` (acknowledged and
+    failed records, counted once per batch on the sender thread) plus a ``send`` that raised."""
 
-    __slots__ = ("acked", "failed", "first_error", "first_topic", "first_partition", "topics",
-                 "_lock")
+    __slots__ = ("tally", "send_error", "send_topic", "send_partition")
 
     def __init__(self) -> None:
-        self.acked = 0
-        self.topics: dict[str, int] = {}
-        self.failed = 0
-        self.first_error: BaseException | None = None
-        self.first_topic: str | None = None
-        self.first_partition: int | None = None
-        self._lock = threading.Lock()
+        self.tally = DeliveryTally()
+        self.send_error: BaseException | None = None
+        self.send_topic: str | None = None
+        self.send_partition: int | None = None
 
-    def on_done(self, future: RecordFuture) -> None:
-        error = future.exception(0)
-        tp = future.topic_partition
-        if error is None:
-            topic = tp.topic
-            with self._lock:  # also called on the task's thread when the batch already completed
-                self.acked += 1
-                self.topics[topic] = self.topics.get(topic, 0) + 1
-            return
-        self.record_failure(error, tp.topic, tp.partition)
+    @property
+    def acked(self) -> int:
+        return self.tally.acked
 
-    def record_failure(self, error: BaseException, topic: str | None, partition: int | None) -> None:
-        with self._lock:
-            self.failed += 1
-            if self.first_error is None:
-                self.first_error, self.first_topic, self.first_partition = error, topic, partition
+    @property
+    def failed(self) -> int:
+        return self.tally.failed + (self.send_error is not None)
+
+    @property
+    def topics(self) -> dict[str, int]:
+        return self.tally.acked_by_topic
+
+    def record_send_error(self, error: BaseException, topic: str | None, partition: int | None) -> None:
+        """``send`` raised for one record (sending stops there)."""
+        self.send_error, self.send_topic, self.send_partition = error, topic, partition
 
     def check(self) -> None:
-        error = self.first_error
-        if error is None:
+        failure = self.tally.first_failure
+        if failure is None and self.send_error is None:
             return
-        where = (f"topic {self.first_topic!r}, partition "
-                 f"{'not chosen yet' if self.first_partition is None else self.first_partition}")
+        if failure is not None:  # a batch failed before send raised: it is the first error
+            error, topic, partition = failure.error, failure.topic_partition.topic, failure.topic_partition.partition
+        else:
+            error, topic, partition = self.send_error, self.send_topic, self.send_partition
+        failed = self.failed
+        where = f"topic {topic!r}, partition {'not chosen yet' if partition is None else partition}"
         raise PartitionWriteError(
-            f"{self.failed} record{'s' if self.failed != 1 else ''} failed to be written to Kafka; "
+            f"{failed} record{'s' if failed != 1 else ''} failed to be written to Kafka; "
             f"the first error ({where}): {type(error).__name__}: {error}") from error
 
 
@@ -168,21 +169,21 @@ class PartitionWriter:
         return stats
 
     def _send_all(self, producer: Any, rows: Iterable[Any], outcome: _Outcome) -> None:
-        """Send rows until the first error; a ``send`` that raises counts as a failed record."""
+        """Send rows until the first error; a ``send`` that raises counts as a failed record.
+        Every record is sent with the task's tally, so outcomes are counted once per batch."""
         convert = RowConverter(self.write_schema, self.sink_config.topic).convert
         send = producer.send
-        on_done = outcome.on_done
+        tally = outcome.tally
         for position, row in enumerate(rows):
-            if outcome.first_error is not None:
+            if tally.first_failure is not None:
                 return
             record = convert(row, position)
             try:
-                future = send(record.topic, record.value, record.key, record.partition,
-                              record.timestamp_ms, record.headers)
+                send(record.topic, record.value, record.key, record.partition, record.timestamp_ms,
+                     record.headers, tally)
             except Exception as error:  # noqa: BLE001 - reported with its record by check()
-                outcome.record_failure(error, record.topic, record.partition)
+                outcome.record_send_error(error, record.topic, record.partition)
                 return
-            future.add_done_callback(on_done)
 
     def __repr__(self) -> str:
         return f"PartitionWriter({self.sink_config!r}, {self.write_schema!r})"

@@ -19,6 +19,7 @@ from spark_kafka_sink.spark.partition_writer import (
 from spark_kafka_sink.spark.rows import RowError
 from spark_kafka_sink.spark.schema import Column, Kind, WriteSchema
 from spark_kafka_sink.producer.metrics import MetricsSnapshot
+from spark_kafka_sink.producer.tally import DeliveryTally
 from spark_kafka_sink.structs import TopicPartition
 
 OPTIONS = {"kafka.bootstrap.servers": "localhost:9092", "producer.cache.timeout": "2m"}
@@ -27,28 +28,18 @@ SCHEMA = WriteSchema(value=Column("value", 1, Kind.STRING), key=Column("key", 0,
 
 
 class FakeFuture:
-    """Completes when the producer says so; runs done callbacks then (or at once if done)."""
+    """Completes when the producer says so, as a batch of one record: tells the record's
+    DeliveryTally (the writer's) or calls its plain callback."""
 
-    def __init__(self, topic: str, partition: int):
+    def __init__(self, topic: str, partition: int, callback):
         self.topic_partition = TopicPartition(topic, partition)
-        self.error: BaseException | None = None
-        self.done = False
-        self.callbacks: list = []
-
-    def add_done_callback(self, fn) -> None:
-        if self.done:
-            fn(self)
-        else:
-            self.callbacks.append(fn)
-
-    def exception(self, timeout=None):
-        assert self.done
-        return self.error
+        self.callback = callback
 
     def complete(self, error: BaseException | None = None) -> None:
-        self.error, self.done = error, True
-        for fn in self.callbacks:
-            fn(self)
+        if isinstance(self.callback, DeliveryTally):
+            self.callback.batch_completed(self.topic_partition, 1, error)
+        elif self.callback is not None:
+            self.callback(None if error else object(), error)
 
 
 class FakeProducer:
@@ -71,7 +62,7 @@ class FakeProducer:
         if index == self.raise_at:
             raise RecordTooLargeError("too big")
         self.sent.append((topic, value, key, partition, timestamp_ms, headers))
-        future = FakeFuture(topic, 0 if partition is None else partition)
+        future = FakeFuture(topic, 0 if partition is None else partition, callback)
         error = NotLeaderOrFollowerError(f"record {index}") if index in self.fail_at else None
         if self.complete_at_once:
             future.complete(error)
