@@ -14,7 +14,9 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "KafkaSink": "spark_kafka_sink.spark.sink",
+    "KafkaDataSource": "spark_kafka_sink.spark.datasource",
     "KafkaProducer": "spark_kafka_sink.producer.producer",
+    "DeliveryTally": "spark_kafka_sink.producer.tally",
     "ProducerConfig": "spark_kafka_sink.config",
     "RecordMetadata": "spark_kafka_sink.structs",
     "TopicPartition": "spark_kafka_sink.structs",
@@ -35,5 +37,7 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from .config import ProducerConfig
     from .producer.producer import KafkaProducer
+    from .producer.tally import DeliveryTally
+    from .spark.datasource import KafkaDataSource
     from .spark.sink import KafkaSink
     from .structs import RecordMetadata, TopicPartition

@@ -1,0 +1,274 @@
+"""The sink as a Python Data Source: ``df.write.format(NAME)`` and ``df.writeStream.format(NAME)``
+on Spark 4, without ``foreachBatch`` (DESIGN.md §5).
+
+::
+
+    from spark_kafka_sink.spark.datasource import NAME, register
+
+    register(spark)                                   # once per SparkSession
+    (df.write.format(NAME).option("kafka.bootstrap.servers", servers)
+       .option("topic", "events").mode("append").save())
+    (df.writeStream.format(NAME).option("kafka.bootstrap.servers", servers)
+       .option("topic", "events").option("checkpointLocation", path).start())
+
+Where each step runs (PySpark's ``pyspark.sql.worker`` modules):
+
+- ``writer()`` / ``streamWriter()``: in a Python worker on the driver, while Spark plans the write.
+  The options go through :meth:`SinkConfig.from_options` and the schema through
+  :func:`validate_schema` there, so a bad option or column fails ``save()`` / ``start()`` with the
+  same message as :class:`~spark_kafka_sink.spark.sink.KafkaSink`, before any task runs or any
+  record is sent. Spark wraps the error in its own exception; the message is kept.
+- ``write(rows)``: in each task, on the executors. It is
+  :class:`~spark_kafka_sink.spark.partition_writer.PartitionWriter` (lease a pooled producer, send,
+  flush, check; the first error fails the task; a retry gets a fresh producer), with a
+  :class:`_Collector` as its accumulator. The task returns a :class:`KafkaCommitMessage` carrying
+  its :class:`~spark_kafka_sink.spark.metrics.SinkTaskMetrics`.
+- ``commit(messages)`` / ``abort(messages)``: in another Python worker on the driver, once the
+  tasks are done (for a stream, once per micro-batch; Spark builds a fresh ``streamWriter`` there).
+  ``commit`` merges the messages' metrics and logs one line
+  (:func:`~spark_kafka_sink.spark.metrics.format_line`); ``abort`` logs what the tasks that
+  succeeded wrote.
+
+Metrics travel in the commit messages, not in accumulators, so they work wherever a Python Data
+Source does (Spark Connect too). The line is logged by logger ``spark_kafka_sink.spark.datasource``
+in that driver-side Python worker, not in the application's process, so it shows in the driver's
+stderr (or, for batch writes with Spark's worker logging on, in
+``spark.tvf.python_worker_logs()``); the application gets no metrics object. See
+:func:`_driver_log`.
+
+Guarantees: at-least-once, as ``KafkaSink``. Records are in Kafka once a task succeeds; a failed
+write or micro-batch has nothing to undo (Kafka cannot take records back), and Spark's retry of a
+micro-batch sends its records again. ``mode("overwrite")`` is refused (Kafka cannot replace a
+topic's records, and Spark's own Kafka sink refuses it too). A stream in ``complete`` output mode
+is accepted, as Spark's Kafka sink accepts it: every micro-batch sends the whole result table again.
+``update`` output mode is refused by Spark itself for Python Data Sources (4.3).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    WriterCommitMessage,
+)
+
+from ..errors import ConfigError
+from .metrics import SinkTaskMetrics, format_line
+from .options import SinkConfig
+from .partition_writer import PartitionWriter
+from .schema import WriteSchema, validate_schema
+
+__all__ = ["NAME", "KafkaDataSource", "KafkaCommitMessage", "register", "merge_messages",
+           "commit_line", "abort_line"]
+
+log = logging.getLogger(__name__)
+
+NAME = "spark_kafka_sink"
+"""The format name: ``df.write.format(NAME)``. Not ``"kafka"``, so that it never shadows Spark's
+own Kafka connector when that is on the classpath."""
+
+
+def register(spark: Any) -> str:
+    """Register :class:`KafkaDataSource` with ``spark`` (a SparkSession, classic or Connect) and
+    return its format name, :data:`NAME`. Registration lasts for the session."""
+    spark.dataSource.register(KafkaDataSource)
+    return NAME
+
+
+@dataclass(frozen=True)
+class KafkaCommitMessage(WriterCommitMessage):
+    """What one successful task reports to the driver: its metrics, which partition and attempt
+    it was, and when it started and finished writing (epoch seconds, on its executor's clock)."""
+
+    metrics: SinkTaskMetrics
+    partition_id: int
+    attempt: int
+    started_at: float
+    finished_at: float
+
+
+class _Collector:
+    """The ``accumulator`` a task's :class:`PartitionWriter` adds its figures to (it adds once, as
+    its last step, and only if the task succeeded); here they go into the commit message."""
+
+    __slots__ = ("metrics",)
+
+    def __init__(self) -> None:
+        self.metrics: SinkTaskMetrics | None = None
+
+    def add(self, metrics: SinkTaskMetrics) -> None:
+        self.metrics = metrics if self.metrics is None else self.metrics.merge(metrics)
+
+
+class KafkaDataSource(DataSource):
+    """The sink as a Python Data Source named :data:`NAME`; write-only. Options are those of
+    :class:`~spark_kafka_sink.spark.options.SinkConfig` (as ``KafkaSink``'s)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise ConfigError(
+                f"save mode 'overwrite' is not supported by {NAME!r}: Kafka cannot replace a topic's "
+                f"records, it can only append; use mode('append')")
+        config, write_schema = _prepare(self.options, schema)
+        return KafkaBatchWriter(config, write_schema)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        # overwrite is the 'complete' output mode: accepted, as Spark's Kafka sink does (every
+        # micro-batch sends the whole result table; Kafka has nothing to truncate).
+        config, write_schema = _prepare(self.options, schema)
+        return KafkaStreamWriter(config, write_schema)
+
+    def reader(self, schema: Any) -> Any:
+        raise ConfigError(f"{NAME!r} only writes to Kafka; read with Spark's 'kafka' source "
+                          f"(spark-sql-kafka-0-10) or a Kafka consumer")
+
+
+def _prepare(options: Mapping[str, Any], schema: Any) -> tuple[SinkConfig, WriteSchema]:
+    """The validated options and columns (the driver-side checks of ``KafkaSink``)."""
+    config = SinkConfig.from_options(dict(options))
+    write_schema = validate_schema(schema, config)
+    PartitionWriter(config, write_schema)  # its own driver-side checks
+    return config, write_schema
+
+
+def _write_task(config: SinkConfig, write_schema: WriteSchema, rows: Iterator[Any],
+                **seams: Any) -> KafkaCommitMessage:
+    """One task: ``PartitionWriter`` over ``rows``; raises the task's first error. ``seams``
+    (``pool``, ``task``) go to ``PartitionWriter``, for tests."""
+    started_at = time.time()
+    collector = _Collector()
+    stats = PartitionWriter(config, write_schema, accumulator=collector, **seams)(rows)
+    return KafkaCommitMessage(collector.metrics or SinkTaskMetrics(), stats.partition_id,
+                              stats.attempt, started_at, time.time())
+
+
+class _Writer:
+    """State shared by the batch and stream writers: the validated config and columns only, so
+    the writer pickles small (Spark ships it to every task and to the commit worker)."""
+
+    def __init__(self, config: SinkConfig, write_schema: WriteSchema):
+        self.config = config
+        self.write_schema = write_schema
+
+    def write(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
+        return _write_task(self.config, self.write_schema, iterator)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config!r})"
+
+
+class KafkaBatchWriter(_Writer, DataSourceWriter):
+    """``df.write.format(NAME)...save()``: one commit (or abort) for the whole write."""
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        _driver_log().info("%s", commit_line(None, messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        _driver_log().warning("%s", abort_line(None, messages))
+
+
+class KafkaStreamWriter(_Writer, DataSourceStreamWriter):
+    """``df.writeStream.format(NAME)...start()``: one commit (or abort) per micro-batch."""
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        _driver_log().info("%s", commit_line(batchId, messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        _driver_log().warning("%s", abort_line(batchId, messages))
+
+
+def _driver_log() -> logging.Logger:
+    """The logger for the commit and abort lines, made visible in Spark's commit worker.
+
+    Spark calls ``commit`` / ``abort`` in its own Python worker on the driver, where nothing
+    configures logging (root at WARNING, no handler): an INFO line would vanish. There, and only
+    there (``__main__`` is a ``pyspark`` module), this logger is set to INFO if its level is
+    unset, and, when no handler is on the root logger either, it gets a stderr handler: Spark
+    copies the worker's stderr to the driver's, so the line lands in the driver's console or log.
+    When Spark's worker logging is on (``spark.sql.pyspark.worker.logging.enabled``, Spark 4.1+),
+    Spark's own root handler takes the line instead (``spark.tvf.python_worker_logs()``; Spark
+    4.3 collects it for batch writes only). In any other process the application's logging
+    config rules, untouched.
+    """
+    if _in_spark_worker():
+        if log.level == logging.NOTSET:
+            log.setLevel(logging.INFO)
+        if not logging.getLogger().handlers and not any(getattr(h, _OURS, False) for h in log.handlers):
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+            setattr(handler, _OURS, True)
+            log.addHandler(handler)
+    return log
+
+
+_OURS = "_spark_kafka_sink_stderr"
+
+
+def _in_spark_worker() -> bool:
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return bool(spec and getattr(spec, "name", "").startswith("pyspark."))
+
+
+@dataclass(frozen=True)
+class MergedMessages:
+    """The commit messages of one write or micro-batch, combined.
+
+    ``seconds`` runs from the first task's start to the last task's end (0 without tasks); it
+    compares executor clocks, so on a cluster it is as good as their synchronisation.
+    ``missing`` counts the tasks without a message (failed, or never run)."""
+
+    metrics: SinkTaskMetrics
+    seconds: float
+    succeeded: int
+    missing: int
+
+
+def merge_messages(messages: Sequence[WriterCommitMessage | None]) -> MergedMessages:
+    """Combine the tasks' messages; ``None`` (a failed task) and foreign messages count as missing."""
+    merged = SinkTaskMetrics()
+    starts: list[float] = []
+    ends: list[float] = []
+    missing = 0
+    for message in messages:
+        if not isinstance(message, KafkaCommitMessage):
+            missing += 1
+            continue
+        merged = merged.merge(message.metrics)
+        starts.append(message.started_at)
+        ends.append(message.finished_at)
+    seconds = max(0.0, max(ends) - min(starts)) if starts else 0.0
+    return MergedMessages(merged, seconds, len(starts), missing)
+
+
+def commit_line(batch_id: int | None, messages: Iterable[WriterCommitMessage | None]) -> str:
+    """The one line ``commit`` logs: :func:`format_line` of the merged metrics, for micro-batch
+    ``batch_id`` (``None``: a batch write).
+
+    It is logged at INFO by logger ``spark_kafka_sink.spark.datasource`` in the driver's Python
+    worker that runs the commit (see :func:`_driver_log` for where it can be read)."""
+    merged = merge_messages(list(messages))
+    return format_line(batch_id, merged.metrics.as_dict(), merged.seconds)
+
+
+def abort_line(batch_id: int | None, messages: Iterable[WriterCommitMessage | None]) -> str:
+    """The line ``abort`` logs: how many tasks failed, and what the others wrote, which stays in
+    Kafka (at-least-once: there is nothing to undo; a retried micro-batch sends it again)."""
+    merged = merge_messages(list(messages))
+    what = "write" if batch_id is None else f"micro-batch {batch_id}"
+    figures = format_line(batch_id, merged.metrics.as_dict(), merged.seconds).partition(" s: ")[2]
+    return (f"KafkaSink: {what} aborted: {merged.missing} of {merged.missing + merged.succeeded} "
+            f"tasks did not succeed. The {merged.succeeded} that did wrote "
+            f"{merged.metrics.records_sent} records, which stay in Kafka (at-least-once: Kafka cannot "
+            f"take records back; a retry sends them again): {figures}")

@@ -1,0 +1,159 @@
+"""The sink as a Python Data Source (``format("spark_kafka_sink")``) on a local[2] SparkSession
+against the embedded Apache Kafka, read back with confluent-kafka: a batch save, an availableNow
+stream, and options or schemas refused on the driver before anything is sent.
+
+``commit`` runs in a driver-side Python worker, not in this process, so its log line is tested
+in ``tests/unit/spark/test_datasource.py`` with fake commit messages."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import uuid
+from collections import Counter
+
+import pytest
+
+from spark_kafka_sink.spark.datasource import NAME, register
+
+from ..helpers import create_topic
+from ..verify import consume_all, end_offsets
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+UTC = datetime.timezone.utc
+PARTITIONS = 2
+
+
+def unique(name: str) -> str:
+    return f"ds-{name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def registered(spark):
+    assert register(spark) == NAME
+    return spark
+
+
+def test_batch_save_with_keys_headers_and_timestamps(registered, kafka):
+    from pyspark.sql.types import (ArrayType, BinaryType, StringType, StructField, StructType,
+                                   TimestampType)
+
+    spark, bootstrap, topic = registered, kafka.bootstrap_servers, unique("batch")
+    create_topic(bootstrap, topic, PARTITIONS)
+    header_type = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+    schema = StructType([StructField("key", StringType()), StructField("value", BinaryType()),
+                         StructField("headers", header_type), StructField("timestamp", TimestampType())])
+    base = datetime.datetime(2024, 2, 29, 23, 59, tzinfo=UTC)
+    expected = {}
+    data = []
+    for i in range(300):
+        key = f"k-é{i}"
+        value = bytes([i % 256, 0]) + f"v{i}".encode()
+        headers = [("n", str(i).encode()), ("null", None)] if i % 3 else []
+        ts = base + datetime.timedelta(milliseconds=i * 1_001)
+        data.append((key, value, headers, ts))
+        expected[key.encode()] = (value, headers, int(ts.timestamp() * 1000))
+    df = spark.createDataFrame(data, schema).repartition(3)
+
+    (df.write.format(NAME).option("kafka.bootstrap.servers", bootstrap)
+     .option("kafka.linger.ms", "5").option("topic", topic).mode("append").save())
+
+    records = consume_all(bootstrap, topic, PARTITIONS, expected_count=len(expected))
+    got = Counter()
+    for part in records.values():
+        for r in part:
+            got[r.key] += 1
+            assert (r.value, r.headers, r.timestamp_ms) == expected[r.key]
+    assert set(got) == set(expected) and set(got.values()) == {1}
+
+
+def test_streaming_available_now_writes_every_row_once(registered, kafka, tmp_path):
+    from pyspark.sql import functions as F
+
+    spark, bootstrap, topic = registered, kafka.bootstrap_servers, unique("stream")
+    create_topic(bootstrap, topic, PARTITIONS)
+    source = tmp_path / "in"
+    source.mkdir()
+    total, files = 3_000, 3
+    for f in range(files):
+        with open(source / f"part-{f}.json", "w") as out:
+            for i in range(f * total // files, (f + 1) * total // files):
+                out.write(json.dumps({"id": i, "ts": 1_700_000_000_000 + i}) + "\n")
+    stream = (spark.readStream.schema("id long, ts long").option("maxFilesPerTrigger", 1)
+              .json(str(source))
+              .select(F.col("id").cast("string").alias("key"),
+                      F.concat(F.lit("v"), F.col("id").cast("string")).alias("value"),
+                      F.array(F.struct(F.lit("id").alias("key"),
+                                       F.col("id").cast("string").cast("binary").alias("value")))
+                      .alias("headers"),
+                      F.timestamp_millis(F.col("ts")).alias("timestamp")))
+    query = (stream.writeStream.format(NAME).option("kafka.bootstrap.servers", bootstrap)
+             .option("topic", topic).option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(120), "the availableNow query did not finish in 120 s"
+    finally:
+        query.stop()
+    assert query.exception() is None
+    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    assert [p["numInputRows"] for p in batches] == [total // files] * files
+
+    records = consume_all(bootstrap, topic, PARTITIONS, expected_count=total)
+    seen = Counter()
+    for part in records.values():
+        for r in part:
+            i = int(r.key)
+            seen[i] += 1
+            assert r.value == f"v{i}".encode() and r.headers == [("id", str(i).encode())]
+            assert r.timestamp_ms == 1_700_000_000_000 + i
+    assert len(seen) == total and set(seen.values()) == {1}
+
+
+def test_bad_schema_fails_the_save_on_the_driver_and_sends_nothing(registered, kafka):
+    spark, bootstrap, topic = registered, kafka.bootstrap_servers, unique("bad-schema")
+    create_topic(bootstrap, topic, 1)
+    df = spark.range(10).selectExpr("cast(id as int) as value", "'1' as partition")
+    with pytest.raises(Exception) as info:
+        (df.write.format(NAME).option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+         .mode("append").save())
+    message = str(info.value)
+    assert "SchemaError: the DataFrame cannot be written to Kafka (2 problems)" in message
+    assert "value: column 'value' has type int; expected string or binary" in message
+    assert "partition: column 'partition' has type string; expected int" in message
+    assert end_offsets(bootstrap, topic, 1) == {0: 0}
+
+
+def test_bad_schema_fails_the_stream_and_sends_nothing(registered, kafka, tmp_path):
+    spark, bootstrap, topic = registered, kafka.bootstrap_servers, unique("bad-stream")
+    create_topic(bootstrap, topic, 1)
+    stream = spark.readStream.format("rate").option("rowsPerSecond", 10).load()  # value is a long
+    with pytest.raises(Exception) as info:
+        query = (stream.writeStream.format(NAME).option("kafka.bootstrap.servers", bootstrap)
+                 .option("topic", topic).option("checkpointLocation", str(tmp_path / "cp")).start())
+        try:
+            query.awaitTermination(60)
+        finally:
+            query.stop()
+    assert "value: column 'value' has type bigint; expected string or binary" in str(info.value)
+    assert end_offsets(bootstrap, topic, 1) == {0: 0}
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("topik", "t", "unknown option 'topik'; did you mean 'topic'?"),
+    ("kafka.value.serializer", "x", "option 'kafka.value.serializer' is not supported"),
+    ("subscribe", "t", "option 'subscribe' is a Kafka source option; the sink does not read it."),
+])
+def test_bad_option_fails_the_save_clearly(registered, kafka, option, value, message):
+    df = registered.range(3).selectExpr("cast(id as string) as value")
+    with pytest.raises(Exception, match="ConfigError") as info:
+        (df.write.format(NAME).option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+         .option("topic", "never-written").option(option, value).mode("append").save())
+    assert message in str(info.value)
+
+
+def test_overwrite_mode_is_refused(registered, kafka):
+    df = registered.range(3).selectExpr("cast(id as string) as value")
+    with pytest.raises(Exception, match="save mode 'overwrite' is not supported"):
+        (df.write.format(NAME).option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+         .option("topic", "never-written").mode("overwrite").save())
