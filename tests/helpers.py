@@ -6,13 +6,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
+from spark_kafka_sink import admin
 from spark_kafka_sink.client.blocking import BlockingConnection
 from spark_kafka_sink.errors import CorruptMessageError, KafkaError, for_code, raise_for_code
 from spark_kafka_sink.protocol import apis
 
 T = TypeVar("T")
 
-_TOPIC_ALREADY_EXISTS = 36
 
 # Tests write fixed, historical record timestamps (reproducible data, edge cases such as 0). Under
 # the default retention.ms (7 days) the broker would roll and delete those segments within one
@@ -108,30 +108,14 @@ def produce(bootstrap: str, topic: str, partition: int, batch: bytes, *, acks: i
 def create_topic(bootstrap: str, name: str, partitions: int = 1, replication_factor: int = 1, *,
                  configs: Mapping[str, str] | None = None, exist_ok: bool = False,
                  timeout_s: float = 30.0) -> dict[int, int]:
-    """Create ``name`` (CreateTopics) and wait until every partition has a leader.
+    """Create ``name`` and wait until every partition has a leader (``spark_kafka_sink.admin``).
 
     Topics keep their data forever (``KEEP_FOREVER``) unless ``configs`` says otherwise.
 
     Returns ``{partition: leader id}``. Raises the broker's error (e.g. ``TopicAlreadyExistsError``
     unless ``exist_ok``).
     """
-    host, port = addresses(bootstrap)[0]
-    configs = {**KEEP_FOREVER, **(configs or {})}
-    body = {"topics": [{"name": name, "num_partitions": partitions,
-                        "replication_factor": replication_factor, "assignments": [],
-                        "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
-            "timeout_ms": int(timeout_s * 1000), "validate_only": False}
-    with BlockingConnection(host, port, timeout_s=timeout_s + 5) as conn:
-        resp = conn.request(apis.CREATE_TOPICS, body)
-    for result in resp.topics:
-        if result.error_code == _TOPIC_ALREADY_EXISTS and exist_ok:
-            continue
-        raise_for_code(result.error_code, f"CreateTopics {name}: {result.error_message or ''}")
-
-    def all_led() -> dict[int, int] | None:
-        leaders = partition_leaders(bootstrap, name)
-        if len(leaders) == partitions and all(leader >= 0 for leader in leaders.values()):
-            return leaders
-        return None
-
-    return wait_for(all_led, timeout_s, f"leaders for every partition of {name}")
+    created = admin.create_topic(bootstrap, name, partitions, replication_factor=replication_factor,
+                                 configs={**KEEP_FOREVER, **(configs or {})}, exist_ok=exist_ok,
+                                 timeout_s=timeout_s)
+    return dict(created.leaders)

@@ -1,0 +1,88 @@
+"""The one admin call the demo and the jobs' users need: create a topic and wait until it is usable.
+
+A producer can write to a topic only once every partition has a leader, and right after
+CreateTopics returns the leaders may not be elected yet; :func:`create_topic` waits for them,
+bounded by ``timeout_s``. It speaks the wire protocol through
+:class:`~spark_kafka_sink.client.blocking.BlockingConnection`, so it needs no other Kafka client.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
+
+from .client.blocking import BlockingConnection
+from .errors import KafkaError, raise_for_code
+from .protocol import apis
+
+__all__ = ["CreatedTopic", "create_topic"]
+
+_TOPIC_ALREADY_EXISTS = 36
+_POLL_S = 0.1
+BROKER_DEFAULT = -1
+"""``partitions`` / ``replication_factor`` value meaning the broker's default (KIP-464)."""
+
+
+@dataclass(frozen=True)
+class CreatedTopic:
+    """A topic ready to write: its ``leaders`` by partition, and whether this call ``created`` it
+    (``False``: it already existed and ``exist_ok`` was given)."""
+
+    name: str
+    leaders: Mapping[int, int]
+    created: bool
+
+    @property
+    def partitions(self) -> int:
+        return len(self.leaders)
+
+
+def _first_address(bootstrap: str) -> tuple[str, int]:
+    first = bootstrap.split(",")[0].strip()
+    host, sep, port = first.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"bootstrap servers must be host:port[,host:port...], got {bootstrap!r}")
+    return host.strip("[]"), int(port)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, *,
+                 replication_factor: int = BROKER_DEFAULT, configs: Mapping[str, str] | None = None,
+                 exist_ok: bool = False, timeout_s: float = 30.0) -> CreatedTopic:
+    """Create ``name`` with ``partitions`` partitions (CreateTopics to the first bootstrap address)
+    and return once every partition has a leader.
+
+    ``replication_factor`` defaults to the broker's ``default.replication.factor``. Raises the
+    broker's error (``TopicAlreadyExistsError`` unless ``exist_ok``), or :class:`KafkaError` when
+    the leaders are not all elected within ``timeout_s``.
+    """
+    host, port = _first_address(bootstrap)
+    body = {"topics": [{"name": name, "num_partitions": partitions,
+                        "replication_factor": replication_factor, "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+            "timeout_ms": int(timeout_s * 1000), "validate_only": False}
+    deadline = time.monotonic() + timeout_s
+    created = True
+    with BlockingConnection(host, port, timeout_s=timeout_s + 5) as conn:
+        for result in conn.request(apis.CREATE_TOPICS, body).topics:
+            if result.error_code == _TOPIC_ALREADY_EXISTS and exist_ok:
+                created = False
+                continue
+            raise_for_code(result.error_code, f"CreateTopics {name}: {result.error_message or ''}")
+        while True:
+            leaders = _leaders(conn, name)
+            if leaders and (partitions == BROKER_DEFAULT or len(leaders) >= partitions) \
+                    and all(leader >= 0 for leader in leaders.values()):
+                return CreatedTopic(name, MappingProxyType(leaders), created)
+            if time.monotonic() > deadline:
+                raise KafkaError(f"topic {name}: not every partition has a leader after {timeout_s} s "
+                                 f"(leaders: {leaders})")
+            time.sleep(_POLL_S)
+
+
+def _leaders(conn: BlockingConnection, topic: str) -> dict[int, int]:
+    response = conn.request(apis.METADATA, {"topics": [{"name": topic}],
+                                            "allow_auto_topic_creation": False})
+    return {p.partition_index: (p.leader_id if p.error_code == 0 else -1)
+            for t in response.topics if t.error_code == 0 for p in t.partitions}
