@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
-.PHONY: install test unit integration broker jars bench clean
+.PHONY: install test unit integration broker jars demo bench bench-producer bench-spark clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,10 +36,23 @@ integration: install
 broker: install
 	$(BIN)/spark-kafka-sink broker $(ARGS)
 
-# The standalone producer benchmark against kafka-python, confluent-kafka and the Java client
-# (bench/README.md); not a timed test. Pass options via ARGS, e.g. ARGS="--records 200000".
-bench: install
+# The main streaming job end to end on the embedded Apache Kafka (demo/README.md): generate click
+# events, spark-submit jobs/stream_to_kafka.py with availableNow, read the topic back, print it.
+demo: install
+	$(BIN)/python -m demo $(ARGS)
+
+# Benchmarks (bench/README.md); not timed tests. `bench` runs both; pass options to one via ARGS,
+# e.g. make bench-producer ARGS="--records 200000".
+bench: bench-producer bench-spark
+
+# The standalone producer against kafka-python, confluent-kafka and the Java client.
+bench-producer: install
 	$(BIN)/python -m bench.producer $(ARGS)
+
+# KafkaSink in Spark local[2] against Spark's built-in Kafka sink, confluent-kafka in
+# foreachPartition, and the no-op floors.
+bench-spark: install
+	$(BIN)/python -m bench.spark $(ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

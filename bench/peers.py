@@ -34,6 +34,12 @@ class Settings:
     idempotence: bool = True
     compression: str = "none"
 
+    def as_properties(self) -> dict[str, str]:
+        """The settings as Java producer properties with string values: the one spelling that
+        Spark's ``kafka.*`` options, our ``KafkaSink`` and librdkafka all accept."""
+        return {"acks": self.acks, "linger.ms": str(self.linger_ms), "batch.size": str(self.batch_size),
+                "enable.idempotence": str(self.idempotence).lower(), "compression.type": self.compression}
+
 
 SETTINGS = Settings()
 
