@@ -150,6 +150,56 @@ class RecordBatchBuilder:
         self.last_append_size = 0
         self.last_append_full = False
 
+    @classmethod
+    def from_records(
+        cls,
+        records: BytesLike,
+        count: int,
+        base_timestamp: int,
+        max_timestamp: int,
+        *,
+        compression_type: CompressionType | int | str = CompressionType.NONE,
+        compression_level: int | None = None,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        is_transactional: bool = False,
+    ) -> "RecordBatchBuilder":
+        """A full builder around an already-encoded records section (the Arrow encoder's output).
+
+        ``records`` must hold exactly ``count`` records encoded as :meth:`append` would have
+        encoded them into one batch (offset deltas ``0..count-1``, timestamp deltas from
+        ``base_timestamp``); they are not re-parsed. The builder then behaves like an appended
+        one holding those records: ``build()`` (re-callable after ``set_producer_state``),
+        ``record_count``, ``estimated_size``, ``base_timestamp`` and ``max_timestamp``, so the
+        producer can wrap it in a ``ProducerBatch`` unchanged. It has no room left: ``is_full``
+        is True and every append returns ``None``, because its batch size is 0 and the ordinary
+        fit rule refuses any record once the batch holds one (no check added to the hot path).
+
+        ``records`` is kept as given (a memoryview into a shared buffer is not copied) until the
+        first ``build()`` compresses it.
+        """
+        view = memoryview(records)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        if not in_range(count, (1, INT32_RANGE[1])):
+            raise ValueError(f"count must be a positive int32, got {count!r}")
+        if view.nbytes < count:  # every record takes at least one byte
+            raise ValueError(f"{view.nbytes} bytes cannot hold {count} records")
+        for name, value in (("base_timestamp", base_timestamp), ("max_timestamp", max_timestamp)):
+            if not in_range(value, INT64_RANGE):
+                raise ValueError(f"{name} must be an int64, got {value!r}")
+        builder = cls(compression_type=compression_type, compression_level=compression_level,
+                      producer_id=producer_id, producer_epoch=producer_epoch,
+                      base_sequence=base_sequence, is_transactional=is_transactional)
+        builder._records = view
+        builder._records_size = view.nbytes
+        builder._count = count
+        builder._base_timestamp = base_timestamp
+        builder._max_timestamp = max_timestamp
+        builder._batch_size = 0  # no room: see the docstring
+        return builder
+
     # --- state ----------------------------------------------------------------------------------
 
     @property

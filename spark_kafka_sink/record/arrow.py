@@ -1,0 +1,528 @@
+"""Kafka RecordBatch v2 batches encoded straight from Arrow columns, vectorised.
+
+For one partition's rows (``value``, optional ``key`` and ``headers`` columns, one timestamp per
+row) :func:`encode_batches` returns the batches that appending the rows one by one to
+``RecordBatchBuilder(batch_size=...)`` would give, byte for byte, with no Python loop over rows:
+
+1. :func:`prepare_records` validates the columns and encodes everything about a record that does
+   not depend on its batch: the key, value and header length varints, and each row's header
+   bytes (all headers of all rows are joined in one ``binary_join_element_wise``; a row's header
+   bytes are then a zero-copy slice of that buffer). This gives each row's *tail size*: the
+   bytes after its offset delta.
+2. :func:`plan_batches` splits the rows into batches with the builder's fill rule. A record's size
+   depends on its batch (its timestamp and offset deltas are relative to the batch's first
+   record), so the planner loops over batches and sizes a window of candidate rows at once:
+   one cumulative sum and one ``searchsorted`` find where the batch ends.
+3. :func:`encode_records` writes each row's head (length, attributes, timestamp delta, offset
+   delta, key length: five varints, written for all rows with one numpy scatter per varint byte
+   position) and joins head, key, value length, value, header count and header bytes element-wise
+   with ``pyarrow.compute.binary_join_element_wise``. The data buffer of the result is the
+   records sections of all batches, back to back; batch ``b`` is one slice of it.
+4. Each slice becomes a :meth:`RecordBatchBuilder.from_records` builder, so header, CRC,
+   compression and producer state (idempotent retries) are the builder's own code.
+
+Why the Arrow join rather than a numpy scatter of every byte into one buffer: the join copies
+keys and values with one ``memcpy`` per field in C++, while numpy needs an index (or a mask) per
+output *byte* to interleave variable-length fields. Measured on 1M rows of 100-byte values, the
+join of heads and values took about half the time of a numpy mask-scatter of the values alone,
+and it needs no per-byte temporary. The heads themselves are dense numpy (see
+:func:`_varint_column`).
+
+Columns: ``value`` and ``key`` are ``binary``, ``large_binary``, ``string`` or ``large_string``
+arrays (or ``null``-typed), possibly sliced or chunked, nulls allowed (a null key or value is
+written as length -1). ``headers`` is a ``list<struct<key: string, value: binary>>`` (``string``
+values and large variants accepted); a null list means no headers; a null header or a null header
+key is an error naming the row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .builder import RecordBatchBuilder
+from .codecs import CompressionType, codec_for
+from .layout import HEADER_SIZE, INT32_RANGE, MAX_RECORD_OVERHEAD
+
+__all__ = [
+    "ArrowRecords",
+    "BatchPlan",
+    "EncodedBatch",
+    "encode_batches",
+    "encode_prepared",
+    "encode_records",
+    "plan_batches",
+    "prepare_records",
+]
+
+_INT32_MAX = INT32_RANGE[1]
+# z >= _VARINT_LIMITS[k] needs more than k + 1 bytes (z is the zig-zag form, as uint64)
+_VARINT_LIMITS = tuple(np.uint64(1) << np.uint64(7 * k) for k in range(1, 10))
+_MIN_WINDOW = 64
+_EMPTY_HEADERS = pa.scalar(b"\x00", pa.binary())  # a header count of 0
+
+
+# --- results ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class ArrowRecords:
+    """One partition's rows, validated, with everything that does not depend on the batch.
+
+    ``keys``/``values`` are binary (or large_binary) views of the input columns (``keys`` is
+    ``None`` for no key column); ``value_lengths`` the value-length varint column (-1 for a
+    null); ``header_counts``/``header_bytes`` the header-count varint column and each row's
+    encoded headers (``None`` for no headers column). ``tail_sizes[i]`` is how many bytes row
+    ``i`` takes after its offset delta: key, value and headers with their length varints.
+    """
+
+    count: int
+    timestamps: np.ndarray
+    keys: pa.Array | None
+    key_lengths: np.ndarray  # -1 for a null key (or no key column)
+    values: pa.Array
+    value_lengths: pa.Array
+    header_counts: pa.Array | None
+    header_bytes: pa.Array | None
+    tail_sizes: np.ndarray
+
+    @property
+    def size_upper_bounds(self) -> np.ndarray:
+        """Per row, ``RecordBatchBuilder.estimate_size_upper_bound`` of the record: an upper
+        bound on a batch holding only it. The producer checks it against ``max.request.size``
+        and ``buffer.memory``; ``np.flatnonzero(bounds > limit)`` names the rows too large."""
+        return self.tail_sizes + (HEADER_SIZE + MAX_RECORD_OVERHEAD)
+
+
+@dataclass(frozen=True, eq=False)
+class BatchPlan:
+    """Batch boundaries: batch ``b`` holds rows ``starts[b]:stops[b]`` whose records take
+    ``sizes[b]`` bytes (the records section, uncompressed, without the batch header)."""
+
+    starts: np.ndarray
+    stops: np.ndarray
+    sizes: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+
+@dataclass(frozen=True)
+class EncodedBatch:
+    """One encoded batch: rows ``start:stop`` of the input in ``builder`` (full, not yet built).
+
+    ``size`` is the builder's ``estimated_size``: header plus records, before compression.
+    Offset delta ``i - start`` belongs to row ``i``.
+    """
+
+    builder: RecordBatchBuilder
+    start: int
+    stop: int
+
+    @property
+    def record_count(self) -> int:
+        """Rows in the batch."""
+        return self.stop - self.start
+
+    @property
+    def size(self) -> int:
+        """Header plus records before compression (``builder.estimated_size``)."""
+        return self.builder.estimated_size
+
+
+# --- public API ---------------------------------------------------------------------------------
+
+def encode_batches(
+    value: Any,
+    key: Any = None,
+    headers: Any = None,
+    *,
+    timestamp_ms: Any,
+    batch_size: int,
+    compression_type: CompressionType | int | str = CompressionType.NONE,
+    compression_level: int | None = None,
+) -> list[EncodedBatch]:
+    """The batches ``RecordBatchBuilder(batch_size=...)`` would make of these rows, appended in
+    order (a new builder whenever one refuses a record), each as a full builder.
+
+    ``timestamp_ms``: an int64 array, one per row, or one int for every row. The builders carry
+    no producer state; the producer sets it (``set_producer_state``) before ``build()``.
+    """
+    records = prepare_records(value, key, headers, timestamp_ms=timestamp_ms)
+    return encode_prepared(records, batch_size=batch_size, compression_type=compression_type,
+                           compression_level=compression_level)
+
+
+def encode_prepared(
+    records: ArrowRecords,
+    *,
+    batch_size: int,
+    compression_type: CompressionType | int | str = CompressionType.NONE,
+    compression_level: int | None = None,
+) -> list[EncodedBatch]:
+    """:func:`encode_batches` for rows already prepared (:func:`prepare_records`), so a caller
+    can check ``records.size_upper_bounds`` against its limits before encoding anything."""
+    codec = codec_for(compression_type)
+    codec.check_available()
+    level = codec.validate_level(compression_level)
+    plan = plan_batches(records, batch_size)
+    sections = encode_records(records, plan)
+    starts, stops = plan.starts.tolist(), plan.stops.tolist()
+    bases = records.timestamps[plan.starts].tolist() if len(plan) else []
+    maxima = np.maximum.reduceat(records.timestamps, plan.starts).tolist() if len(plan) else []
+    return [
+        EncodedBatch(RecordBatchBuilder.from_records(
+            section, stop - start, base, most, compression_type=codec.type, compression_level=level),
+            start, stop)
+        for section, start, stop, base, most in zip(sections, starts, stops, bases, maxima)
+    ]
+
+
+def prepare_records(value: Any, key: Any = None, headers: Any = None, *, timestamp_ms: Any) -> ArrowRecords:
+    """Validate the columns and encode the batch-independent parts (step 1, module docstring).
+
+    Raises ``TypeError`` for a column of an unsupported type (naming the column and the type),
+    ``ValueError`` for columns of different lengths or a null header key (naming the row).
+    """
+    values = _binary_column(value, "value")
+    n = len(values)
+    keys = None if key is None else _binary_column(key, "key")
+    if keys is not None and len(keys) != n:
+        raise ValueError(f"the key column has {len(keys)} rows but the value column has {n}")
+    timestamps = _timestamps(timestamp_ms, n)
+    value_lengths = _lengths(values)
+    key_lengths = np.full(n, -1, dtype=np.int64) if keys is None else _lengths(keys)
+    tail = _section_sizes(value_lengths) + _section_sizes(key_lengths)
+    header_counts = header_bytes = None
+    if headers is None:
+        tail += 1  # a header count of 0
+    else:
+        header_counts, header_bytes, header_sizes = _encode_headers(headers, n)
+        tail += header_sizes
+    if keys is not None and keys.null_count == n:
+        keys = None  # nothing to copy: every key is written as its length -1
+    return ArrowRecords(n, timestamps, keys, key_lengths, values, _varint_column([value_lengths]),
+                        header_counts, header_bytes, tail)
+
+
+def plan_batches(records: ArrowRecords, batch_size: int) -> BatchPlan:
+    """Where the builder's fill rule splits the rows into batches (step 2, module docstring).
+
+    The first record of a batch always fits; each further record fits while the batch header
+    plus the records so far plus this record (sized with its own deltas in this batch) stay
+    within ``batch_size``. Raises ``ValueError``, as the builder does, when a record's timestamp
+    is too far from its batch's base timestamp for a varlong.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= _INT32_MAX:
+        raise ValueError(f"batch_size must be a positive int32, got {batch_size!r}")
+    n = records.count
+    room = batch_size - HEADER_SIZE
+    ts, tail = records.timestamps, records.tail_sizes
+    starts, stops, sizes = [], [], []
+    window = _first_window(tail, room)
+    start = 0
+    while start < n:
+        stop, size = _batch_end(ts, tail, start, window, room)
+        starts.append(start)
+        stops.append(stop)
+        sizes.append(size)
+        window = max(_MIN_WINDOW, (stop - start) * 5 // 4 + 16)
+        start = stop
+    return BatchPlan(*(np.array(column, dtype=np.int64) for column in (starts, stops, sizes)))
+
+
+def encode_records(records: ArrowRecords, plan: BatchPlan) -> list[memoryview]:
+    """The records section of every planned batch (step 3, module docstring), uncompressed.
+
+    The sections are slices of one buffer, which stays alive while any of them does.
+    """
+    n = records.count
+    if n == 0:
+        return []
+    batch_of_row = np.repeat(np.arange(len(plan)), plan.stops - plan.starts)
+    first_row = plan.starts[batch_of_row]
+    offset_deltas = np.arange(n, dtype=np.int64) - first_row
+    timestamp_deltas = records.timestamps - records.timestamps[first_row]  # checked by the plan
+    body_lengths = (1 + _varint_sizes(_zigzag(timestamp_deltas)) + _varint_sizes(_zigzag(offset_deltas))
+                    + records.tail_sizes)
+    heads = _varint_column([body_lengths, np.zeros(n, dtype=np.int64), timestamp_deltas,
+                            offset_deltas, records.key_lengths])
+    total = int(plan.sizes.sum())
+    joined = _join_rows(heads, records, large=total > _INT32_MAX)
+    offsets = _offsets(joined)
+    if int(offsets[-1] - offsets[0]) != total:
+        raise AssertionError(f"encoded {int(offsets[-1] - offsets[0])} bytes, planned {total}")
+    data = memoryview(joined.buffers()[2])
+    bounds = offsets[np.concatenate([plan.starts, plan.stops[-1:]])].tolist()
+    return [data[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+# --- columns ------------------------------------------------------------------------------------
+
+def _binary_column(column: Any, name: str) -> pa.Array:
+    """``column`` as one binary or large_binary array (strings viewed as their UTF-8 bytes)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    if not isinstance(column, pa.Array):
+        raise TypeError(f"the {name} column must be a pyarrow Array or ChunkedArray, "
+                        f"got {type(column).__name__}")
+    kind = column.type
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return column
+    if pa.types.is_string(kind):
+        return column.view(pa.binary())
+    if pa.types.is_large_string(kind):
+        return column.view(pa.large_binary())
+    if pa.types.is_null(kind):
+        return column.cast(pa.binary())
+    raise TypeError(f"the {name} column must be binary or string (or their large variants), got {kind}")
+
+
+def _timestamps(timestamp_ms: Any, n: int) -> np.ndarray:
+    """One int64 timestamp per row; an int is repeated for every row."""
+    if isinstance(timestamp_ms, (int, np.integer)) and not isinstance(timestamp_ms, bool):
+        if not -(1 << 63) <= int(timestamp_ms) < (1 << 63):
+            raise ValueError(f"timestamp_ms must be an int64, got {timestamp_ms!r}")
+        return np.full(n, timestamp_ms, dtype=np.int64)
+    ts = np.asarray(timestamp_ms)
+    if ts.dtype.kind not in "iu" or ts.ndim != 1:
+        raise TypeError(f"timestamp_ms must be a 1-d integer array or an int, got {ts.dtype} "
+                        f"with shape {ts.shape}")
+    if len(ts) != n:
+        raise ValueError(f"timestamp_ms has {len(ts)} rows but the value column has {n}")
+    if ts.dtype == np.uint64 and n and int(ts.max()) > np.iinfo(np.int64).max:
+        raise ValueError("timestamp_ms holds values beyond int64")
+    return np.ascontiguousarray(ts, dtype=np.int64)
+
+
+def _offsets(array: pa.Array) -> np.ndarray:
+    """The ``len + 1`` offsets of a binary or large_binary array, as int64 (its slice applied)."""
+    dtype = np.int64 if pa.types.is_large_binary(array.type) else np.int32
+    raw = np.frombuffer(array.buffers()[1], dtype=dtype)
+    return raw[array.offset:array.offset + len(array) + 1].astype(np.int64)
+
+
+def _lengths(array: pa.Array) -> np.ndarray:
+    """Each element's byte length, -1 for a null (the length varint the record carries)."""
+    lengths = np.diff(_offsets(array)) if len(array) else np.zeros(0, dtype=np.int64)
+    if array.null_count:
+        lengths[array.is_null().to_numpy(zero_copy_only=False)] = -1
+    return lengths
+
+
+def _section_sizes(lengths: np.ndarray) -> np.ndarray:
+    """Bytes of a nullable field: its length varint plus its bytes (a null is one byte)."""
+    return _varint_sizes(_zigzag(lengths)) + np.maximum(lengths, 0)
+
+
+# --- headers ------------------------------------------------------------------------------------
+
+def _encode_headers(headers: Any, n: int) -> tuple[pa.Array, pa.Array, np.ndarray]:
+    """Per row: the header-count varint column, the encoded headers column, and their sizes.
+
+    Each header is ``varint(len(key)) key varint(len(value) or -1) value``; all headers of all
+    rows are joined at once, and since a row's headers are consecutive, its header bytes are a
+    zero-copy slice of that result (offsets picked at the list boundaries).
+    """
+    headers = _header_lists(headers, n)
+    counts = pc.fill_null(pc.list_value_length(headers), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    items = headers.flatten()  # drops what null lists span and applies the slice
+    keys, values = _header_fields(items, counts)
+    pieces = [_varint_column([_lengths(keys)]), keys, _varint_column([_lengths(values)]), values]
+    joined = _join(pieces, large=False)
+    row_ends = np.concatenate([[0], np.cumsum(counts)])
+    item_offsets = _offsets(joined)
+    row_offsets = item_offsets[row_ends]
+    offset_type, dtype = (pa.large_binary(), np.int64) if pa.types.is_large_binary(joined.type) else (
+        pa.binary(), np.int32)
+    data = joined.buffers()[2]
+    row_bytes = pa.Array.from_buffers(
+        offset_type, n, [None, pa.py_buffer(row_offsets.astype(dtype)), data])
+    count_column = _varint_column([counts])
+    sizes = _varint_sizes(_zigzag(counts)) + np.diff(row_offsets)
+    return count_column, row_bytes, sizes
+
+
+def _header_lists(headers: Any, n: int) -> pa.Array:
+    """The headers column checked to be ``n`` lists of ``struct<key, value>``."""
+    if isinstance(headers, pa.ChunkedArray):
+        headers = headers.combine_chunks() if headers.num_chunks != 1 else headers.chunk(0)
+    if not isinstance(headers, pa.Array):
+        raise TypeError(f"the headers column must be a pyarrow Array or ChunkedArray, "
+                        f"got {type(headers).__name__}")
+    kind = headers.type
+    item = kind.value_type if pa.types.is_list(kind) or pa.types.is_large_list(kind) else None
+    names = {item.field(i).name for i in range(item.num_fields)} if pa.types.is_struct(item) else set()
+    if not {"key", "value"} <= names:
+        raise TypeError(f"the headers column must be list<struct<key: string, value: binary>>, got {kind}")
+    if len(headers) != n:
+        raise ValueError(f"the headers column has {len(headers)} rows but the value column has {n}")
+    return headers
+
+
+def _header_fields(items: pa.Array, counts: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """The header keys and values as binary arrays; a null header or key raises, naming the row."""
+    if items.null_count:
+        raise ValueError(f"headers: row {_row_of_item(items.is_null(), counts)} has a null header")
+    keys = items.field("key")
+    if not (pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type)):
+        raise TypeError(f"the headers column's key field must be string, got {keys.type}")
+    if keys.null_count:
+        raise ValueError(f"headers: row {_row_of_item(keys.is_null(), counts)} has a header with a "
+                         "null key (header keys must be strings)")
+    return _binary_column(keys, "headers key"), _binary_column(items.field("value"), "headers value")
+
+
+def _row_of_item(is_null: pa.Array, counts: np.ndarray) -> int:
+    """The row holding the first flattened header where ``is_null`` is true."""
+    item = int(np.flatnonzero(is_null.to_numpy(zero_copy_only=False))[0])
+    return int(np.searchsorted(np.cumsum(counts), item, side="right"))
+
+
+# --- planning -----------------------------------------------------------------------------------
+
+def _first_window(tail: np.ndarray, room: int) -> int:
+    """A first guess at the rows per batch: the room over the mean record size, plus a margin."""
+    if not len(tail):
+        return _MIN_WINDOW
+    mean_record = float(tail[:4096].mean()) + 4  # length, attributes and two one-byte deltas
+    return max(_MIN_WINDOW, int(max(room, 0) / mean_record * 1.25) + 16)
+
+
+def _batch_end(ts: np.ndarray, tail: np.ndarray, start: int, window: int, room: int) -> tuple[int, int]:
+    """The end row and records size of the batch that starts at ``start``.
+
+    Sizes the next ``window`` rows with their deltas in this batch; when all of them fit, the
+    window doubles and the sizing runs again.
+    """
+    n = len(ts)
+    while True:
+        stop = min(n, start + window)
+        deltas = ts[start:stop] - ts[start]
+        sizes = _record_sizes(deltas, np.arange(stop - start, dtype=np.int64), tail[start:stop])
+        used = np.cumsum(sizes)
+        fit = max(1, int(np.searchsorted(used, room, side="right")))
+        checked = min(fit + 1, stop - start)  # the builder computes the refused record's delta too
+        _check_deltas(ts[start:start + checked], deltas[:checked], start)
+        if fit < stop - start or stop == n:
+            return start + fit, int(used[fit - 1])
+        window *= 2
+
+
+def _record_sizes(timestamp_deltas: np.ndarray, offset_deltas: np.ndarray, tail: np.ndarray) -> np.ndarray:
+    """Whole record sizes, length varint included."""
+    body = 1 + _varint_sizes(_zigzag(timestamp_deltas)) + _varint_sizes(_zigzag(offset_deltas)) + tail
+    return _varint_sizes(_zigzag(body)) + body
+
+
+def _check_deltas(ts: np.ndarray, deltas: np.ndarray, start: int) -> None:
+    """``ValueError``, as the builder raises it, if a delta ``ts - ts[0]`` overflowed int64.
+
+    The subtraction wrapped exactly when the operands' signs differ and the result's sign
+    differs from the minuend's. ``start``: the row of ``ts[0]``, for the message.
+    """
+    base = ts[0]
+    wrapped = ((ts ^ base) & (ts ^ deltas)) < 0
+    if wrapped.any():
+        index = int(np.flatnonzero(wrapped)[0])
+        raise ValueError(f"row {start + index}: timestamp {int(ts[index])} is too far from the base "
+                         f"timestamp {int(base)} of its batch (row {start})")
+
+
+# --- varints ------------------------------------------------------------------------------------
+
+def _zigzag(values: np.ndarray) -> np.ndarray:
+    """The zig-zag form of int64 values, as uint64."""
+    values = values.astype(np.int64, copy=False)
+    return ((values << 1) ^ (values >> 63)).view(np.uint64)
+
+
+def _varint_sizes(z: np.ndarray) -> np.ndarray:
+    """Bytes of each varint, from zig-zag values; compares only up to the largest one."""
+    sizes = np.ones(len(z), dtype=np.int64)
+    most = z.max() if len(z) else np.uint64(0)
+    for limit in _VARINT_LIMITS:
+        if most < limit:
+            break
+        sizes += z >= limit
+    return sizes
+
+
+def _varint_column(fields: Sequence[np.ndarray]) -> pa.Array:
+    """A binary array whose row ``i`` is the varints of ``fields[0][i]``, ``fields[1][i]``, ...
+
+    Dense numpy only, no per-row scatter: one ``n x width`` byte matrix holds every field's
+    varint in its own columns (one column per byte position, as many as the field's longest
+    varint), and a boolean mask of the same shape (byte position < that row's varint size)
+    drops the unused bytes while flattening row by row. When every varint of a field has the
+    field's full width the mask is all true there, and when that holds for every field the
+    flattening is a plain reshape.
+    """
+    n = len(fields[0])
+    zs = [_zigzag(field) for field in fields]
+    sizes = [_varint_sizes(z) for z in zs]
+    widths = [int(size.max()) if n else 1 for size in sizes]
+    matrix = np.empty((n, sum(widths)), dtype=np.uint8)
+    mask = np.ones(matrix.shape, dtype=bool)
+    ragged = False
+    column = 0
+    for z, size, width in zip(zs, sizes, widths):
+        _put_varint_bytes(matrix[:, column:column + width], z, size)
+        if n and int(size.min()) < width:
+            ragged = True
+            for k in range(1, width):
+                mask[:, column + k] = size > k
+        column += width
+    out = matrix[mask] if ragged else matrix.reshape(-1)
+    row_sizes = np.sum(sizes, axis=0) if len(sizes) > 1 else sizes[0]
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(row_sizes, out=offsets[1:])
+    large = offsets[-1] > _INT32_MAX
+    return pa.Array.from_buffers(
+        pa.large_binary() if large else pa.binary(), n,
+        [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)), pa.py_buffer(out)])
+
+
+def _put_varint_bytes(block: np.ndarray, z: np.ndarray, sizes: np.ndarray) -> None:
+    """Write varint ``z[i]`` (``sizes[i]`` bytes) at the start of row ``i`` of ``block``, one
+    column (byte position) at a time; bytes past a varint's size are left as junk."""
+    width = block.shape[1]
+    if width <= 4:  # every value fits 28 bits: shift 32-bit words, half the memory traffic
+        z = z.astype(np.uint32)
+    kind = z.dtype.type
+    for k in range(width):
+        byte = ((z >> kind(7 * k)) & kind(0x7F)).astype(np.uint8)
+        if k < width - 1:
+            byte |= (sizes > k + 1).view(np.uint8) << np.uint8(7)
+        block[:, k] = byte
+
+
+# --- joining ------------------------------------------------------------------------------------
+
+def _join_rows(heads: pa.Array, records: ArrowRecords, *, large: bool) -> pa.Array:
+    """Every record, whole: head, key, value length, value, header count, headers."""
+    pieces: list[pa.Array | pa.Scalar] = [heads]
+    if records.keys is not None:
+        pieces.append(records.keys)
+    pieces += [records.value_lengths, records.values]
+    if records.header_counts is None:
+        pieces.append(_EMPTY_HEADERS)
+    else:
+        pieces += [records.header_counts, records.header_bytes]
+    return _join(pieces, large=large)
+
+
+def _join(pieces: list, *, large: bool) -> pa.Array:
+    """``pieces`` concatenated row by row (nulls contribute nothing), in one Arrow kernel.
+
+    The kernel wants one type throughout: binary, or large_binary when any piece is large or
+    ``large`` says the result may pass 2 GiB.
+    """
+    large = large or any(pa.types.is_large_binary(p.type) for p in pieces)
+    kind = pa.large_binary() if large else pa.binary()
+    pieces = [p if p.type == kind else p.cast(kind) for p in pieces]
+    separator = pa.scalar(b"", kind)
+    return pc.binary_join_element_wise(*pieces, separator, null_handling="skip")
