@@ -277,16 +277,23 @@ class BrokerLaunchError(KafkaError):
 class InvalidPartitionError(KafkaError, ValueError):
     """A record names a partition the topic does not have (negative, or not below the count)."""
 
-    def __init__(self, topic: str, partition: int, num_partitions: int):
+    def __init__(self, topic: str, partition: int, num_partitions: int, row: int | None = None,
+                 rows_out_of_range: int = 1):
+        """``row``: the input row that asked for it (whole-column sends), and how many rows did."""
         self.topic = topic
         self.partition = partition
         self.num_partitions = num_partitions
-        super().__init__(f"invalid partition {partition} for topic {topic!r}: it has "
+        self.row = row
+        self.rows_out_of_range = rows_out_of_range
+        where = "" if row is None else f"row {row}: "
+        more = "" if rows_out_of_range <= 1 else f" ({rows_out_of_range} rows are out of range)"
+        super().__init__(f"{where}invalid partition {partition} for topic {topic!r}: it has "
                          f"{num_partitions} partition(s), so valid partitions are "
-                         f"0..{num_partitions - 1}")
+                         f"0..{num_partitions - 1}{more}")
 
     def __reduce__(self):  # picklable (Spark ships errors from executors)
-        return (type(self), (self.topic, self.partition, self.num_partitions))
+        return (type(self), (self.topic, self.partition, self.num_partitions, self.row,
+                             self.rows_out_of_range))
 
 
 # --- producer errors ------------------------------------------------------------------------

@@ -136,8 +136,8 @@ class RecordAccumulator:
         # retry.backoff.ms doubling up to retry.backoff.max.ms, +-20 % jitter (KIP-580)
         self.retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms,
                                                 rng=rng if rng is not None else random.Random())
-        self._compression_type = compression_type
-        self._compression_level = compression_level
+        self.compression_type = self._compression_type = compression_type
+        self.compression_level = self._compression_level = compression_level
         RecordBatchBuilder(compression_type=compression_type, compression_level=compression_level,
                            batch_size=batch_size)  # validate the codec and level now, not at append
         self._pool = buffer_pool
@@ -346,6 +346,37 @@ class RecordAccumulator:
             self._incomplete.add(batch)
         return RecordAppendResult(future, len(queue.batches) > 1 or batch.is_full, True,
                                   batch.estimated_size_in_bytes)
+
+    def append_batch(self, tp: TopicPartition, builder: RecordBatchBuilder, tally,
+                     max_block_ms: int, now_ms: int) -> ProducerBatch:
+        """Queue a batch encoded elsewhere (the Arrow path) behind ``tp``'s queued batches.
+
+        ``builder`` holds the whole batch (``RecordBatchBuilder.from_records``) and takes no
+        appends; its records count against ``tally`` (a ``DeliveryTally``). An open batch of
+        ``tp`` is closed for appends first, so records sent before this call stay before it.
+        Memory: a lease of ``builder.estimated_size`` bytes from the pool, which may block up to
+        ``max_block_ms`` (never under the deque lock). From here on the batch is an ordinary
+        one: drained per leader, stamped with sequences, retried and expired like the others.
+        """
+        queue = self.partition_queue(tp)
+        lease = self._pool.allocate(builder.estimated_size, max_block_ms)
+        try:
+            with queue.lock:
+                if self._closed:
+                    raise ProducerClosedError("Producer closed while send in progress")
+                batches = queue.batches
+                if batches and not batches[-1].is_full:
+                    batches[-1].close_for_appends()
+                batch = ProducerBatch(tp, builder, now_ms, buffer=lease)
+                batch.close_for_appends()
+                batch.completion.count_for(tally, builder.record_count)
+                batches.append(batch)
+                lease = None  # the batch owns it now
+                with self._incomplete_lock:
+                    self._incomplete.add(batch)
+                return batch
+        finally:
+            self._pool.deallocate(lease)
 
     # --- ready ----------------------------------------------------------------------------------
 

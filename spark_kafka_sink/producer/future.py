@@ -81,13 +81,14 @@ class BatchCompletion:
         """Register a future that has callbacks to run; called by the batch before completion."""
         self._watchers.append(future)
 
-    def count_for(self, tally) -> None:
-        """Count one appended record against ``tally`` (a ``DeliveryTally``), told at ``finish``."""
+    def count_for(self, tally, records: int = 1) -> None:
+        """Count ``records`` appended records against ``tally`` (a ``DeliveryTally``), told at
+        ``finish``."""
         tallies = self._tallies
         if tallies is None:
-            self._tallies = {tally: 1}
+            self._tallies = {tally: records}
         else:
-            tallies[tally] = tallies.get(tally, 0) + 1
+            tallies[tally] = tallies.get(tally, 0) + records
 
     def finish(self, base_offset: int, log_append_time_ms: int, error: BaseException | None) -> bool:
         """Store the outcome, tell the tallies, run the callbacks, settle. ``False`` if already
@@ -102,7 +103,7 @@ class BatchCompletion:
             self._notify_locked()
         for tally, count in (self._tallies or {}).items():
             try:
-                tally.batch_completed(self.topic_partition, count, error)
+                tally.batch_completed(self.topic_partition, count, error, base_offset)
             except Exception:  # like a callback: must not stop the others, nor the sender
                 log.exception("Error counting a batch of %s in a delivery tally", self.topic_partition)
         for future in self._watchers:  # frozen now: nothing is added after _final

@@ -32,11 +32,12 @@ from ..client.network_client import NetworkClient, NetworkSettings
 from ..client.selector import Selectable, Selector
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import ProducerConfig
-from ..errors import KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
+from ..errors import KafkaError, KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
 from ..record import CompressionType, RecordBatchBuilder
 from ..record.builder import NO_HEADERS_SIZE_BOUND
 from ..structs import TopicPartition
 from .accumulator import RecordAccumulator
+from .arrow_input import DEFAULT, ArrowSendResult, resolve_columns, timestamps_ms
 from .buffer_pool import BufferPool
 from .future import RecordFuture
 from .idempotence import IdempotenceState
@@ -205,6 +206,61 @@ class KafkaProducer:
         elif new_batch_created:
             self._wake_for_new_batch(now_ms)
         return future
+
+    def send_arrow(self, topic: str, data: Any, *, value: Any = "value", key: Any = DEFAULT,
+                   headers: Any = DEFAULT, timestamp: Any = DEFAULT,
+                   partition: Any = DEFAULT) -> ArrowSendResult:
+        """Queue every row of ``data`` (a ``pyarrow.RecordBatch`` or ``Table``) for ``topic``,
+        encoded into record batches straight from the Arrow columns (:mod:`.arrow_send`).
+
+        Column arguments name the columns (``None``: not used; left at the default: the column
+        named ``key``/``headers``/``timestamp``/``partition`` if there is one). Returns one
+        :class:`~.arrow_input.ArrowSendResult` for all rows (``wait``, ``raise_for_errors``,
+        counts, per-partition offset ranges), not a future per row.
+
+        Raises at once, with nothing queued: ``TypeError``/``ValueError`` for a bad column (named),
+        ``RecordTooLargeError`` and ``InvalidPartitionError`` naming the row,
+        ``MetadataTimeoutError``, ``ProducerClosedError``. Queuing a batch waits for memory at
+        most ``max.block.ms``; rows that could not be queued fail in the result with that error.
+        """
+        from .arrow_plan import plan_partitions  # pyarrow loads with the first Arrow send only
+        from .arrow_send import encode_partitions, prepare_partitions, row_sizes, turns
+
+        if self._closed:
+            raise ProducerClosedError("cannot send after the producer is closed")
+        columns = resolve_columns(data, value=value, key=key, headers=headers, timestamp=timestamp,
+                                  partition=partition)
+        result = ArrowSendResult(columns.rows)
+        if columns.rows == 0:
+            return result
+        clock = self._clock
+        snapshot = self._metadata.await_topic(topic, self._max_block_ms, clock)
+        timestamps = timestamps_ms(columns.timestamp, columns.rows, clock.now_ms())
+        plan = plan_partitions(topic, self._route(snapshot, topic).view, rows=columns.rows,
+                               keys=columns.key, explicit=columns.partition,
+                               sizes=row_sizes(columns), sticky=self._partitioner,
+                               ignore_keys=self._ignore_keys)
+        cfg = self.config
+        limit = "max.request.size" if cfg.max_request_size <= cfg.buffer_memory else "buffer.memory"
+        prepared = prepare_partitions(topic, columns, timestamps, plan, self._max_record_size, limit)
+        encoded = encode_partitions(prepared, batch_size=cfg.batch_size,
+                                    compression_type=self._accumulator.compression_type,
+                                    compression_level=self._accumulator.compression_level)
+        self._queue_batches(turns(encoded), result)
+        return result
+
+    def _queue_batches(self, batches: list, result: ArrowSendResult) -> None:
+        """Hand encoded batches to the accumulator in order; each may wait ``max.block.ms`` for
+        memory. On a failure, the batches not queued fail in ``result`` with its error."""
+        for index, (tp, encoded) in enumerate(batches):
+            try:
+                self._accumulator.append_batch(tp, encoded.builder, result, self._max_block_ms,
+                                               self._clock.monotonic_ms())
+            except KafkaError as error:
+                for left_tp, left in batches[index:]:
+                    result.not_queued(error, left_tp, left.record_count)
+                return
+            self._sender.wakeup()
 
     def _wake_for_new_batch(self, now_ms: int) -> None:
         """A new batch is sendable ``linger.ms`` from now: wake the sender only if it would sleep

@@ -52,17 +52,23 @@ class DeliveryTally:
         self._lock = threading.Lock()
 
     def batch_completed(self, topic_partition: TopicPartition, records: int,
-                        error: BaseException | None) -> None:
-        """Count ``records`` of one batch of ``topic_partition`` (called by the batch's completion)."""
+                        error: BaseException | None, base_offset: int = -1) -> None:
+        """Count ``records`` of one batch of ``topic_partition`` (called by the batch's completion;
+        ``base_offset``: the first record's offset, -1 when failed or unknown)."""
         with self._lock:
-            if error is None:
-                self.acked += records
-                topic = topic_partition.topic
-                self.acked_by_topic[topic] = self.acked_by_topic.get(topic, 0) + records
-                return
-            self.failed += records
-            if self.first_failure is None:
-                self.first_failure = DeliveryFailure(error, topic_partition, records)
+            self._count_locked(topic_partition, records, error, base_offset)
+
+    def _count_locked(self, topic_partition: TopicPartition, records: int,
+                      error: BaseException | None, base_offset: int) -> None:
+        """The counting, under the tally's lock (a subclass extends it, e.g. with offsets)."""
+        if error is None:
+            self.acked += records
+            topic = topic_partition.topic
+            self.acked_by_topic[topic] = self.acked_by_topic.get(topic, 0) + records
+            return
+        self.failed += records
+        if self.first_failure is None:
+            self.first_failure = DeliveryFailure(error, topic_partition, records)
 
     @property
     def completed(self) -> int:

@@ -63,7 +63,7 @@ def test_tallies_and_plain_callbacks_share_a_batch():
 
 def test_a_raising_tally_does_not_stop_the_others(caplog):
     class Broken(DeliveryTally):
-        def batch_completed(self, topic_partition, records, error):
+        def batch_completed(self, topic_partition, records, error, base_offset=-1):
             raise RuntimeError("tally bug")
 
     broken, good = Broken(), DeliveryTally()

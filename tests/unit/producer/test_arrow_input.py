@@ -1,0 +1,112 @@
+"""send_arrow's input columns, timestamps and its result object (no producer, no broker)."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from spark_kafka_sink.errors import NotLeaderOrFollowerError
+from spark_kafka_sink.producer.arrow_input import (ArrowSendError, ArrowSendResult, OffsetRange,
+                                                    resolve_columns, timestamps_ms)
+from spark_kafka_sink.structs import TopicPartition
+
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+def table(**columns):
+    return pa.table(columns)
+
+
+def test_conventional_columns_are_used_when_present():
+    data = table(value=pa.array([b"v"]), key=pa.array(["k"]), headers=pa.array([[("h", b"x")]], HEADERS),
+                 timestamp=pa.array([5], pa.int64()), partition=pa.array([0], pa.int8()), other=pa.array([1]))
+    cols = resolve_columns(data)
+    assert cols.rows == 1 and cols.key.to_pylist() == ["k"] and cols.partition.to_pylist() == [0]
+    only_value = resolve_columns(table(value=pa.array(["v"])))
+    assert only_value.key is only_value.headers is only_value.timestamp is only_value.partition is None
+
+
+def test_named_columns_and_none_to_skip():
+    data = table(payload=pa.array([b"v"]), user=pa.array(["u"]), key=pa.array(["ignored"]))
+    cols = resolve_columns(data.to_batches()[0], value="payload", key="user")
+    assert cols.value.to_pylist() == [b"v"] and cols.key.to_pylist() == ["u"]
+    assert resolve_columns(data, value="payload", key=None).key is None
+
+
+def test_chunked_tables_are_combined():
+    data = pa.concat_tables([table(value=pa.array([b"a"])), table(value=pa.array([b"b"]))])
+    assert resolve_columns(data).value.to_pylist() == [b"a", b"b"]
+
+
+@pytest.mark.parametrize("kwargs, data, message", [
+    ({"value": "nope"}, {"value": pa.array([b"v"])}, "the value column 'nope' is not in the input"),
+    ({}, {"value": pa.array([1])}, "the value column has type int64; expected binary or string"),
+    ({}, {"value": pa.array([b"v"]), "key": pa.array([1.5])}, "the key column has type double"),
+    ({}, {"value": pa.array([b"v"]), "headers": pa.array([["a"]])}, "the headers column has type list<item: string>"),
+    ({}, {"value": pa.array([b"v"]), "timestamp": pa.array(["x"])}, "the timestamp column has type string"),
+    ({}, {"value": pa.array([b"v"]), "partition": pa.array(["1"])}, "the partition column has type string"),
+])
+def test_bad_columns_are_named(kwargs, data, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        resolve_columns(pa.table(data), **kwargs)
+
+
+def test_value_is_required_and_input_must_be_arrow():
+    with pytest.raises(ValueError, match="needs a value column"):
+        resolve_columns(table(value=pa.array([b"v"])), value=None)
+    with pytest.raises(TypeError, match="RecordBatch or Table"):
+        resolve_columns([{"value": b"v"}])
+
+
+def test_timestamps_in_every_unit_floor_to_ms_and_nulls_take_now():
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    stamps = [epoch + datetime.timedelta(milliseconds=1500, microseconds=999), None,
+              epoch - datetime.timedelta(microseconds=1)]
+    for unit in ("s", "ms", "us", "ns"):
+        column = pa.array(stamps, pa.timestamp("us", tz="UTC")).cast(pa.timestamp(unit, tz="UTC"),
+                                                                    safe=False)
+        got = timestamps_ms(column, 3, now_ms=42).tolist()
+        assert got[1] == 42
+        assert got[0] == {"s": 1000, "ms": 1500, "us": 1500, "ns": 1500}[unit]
+        # -1 µs: floored to -1 ms as Spark's sink does (the s and ms columns already truncated it to 0)
+        assert got[2] == {"s": 0, "ms": 0, "us": -1, "ns": -1}[unit]
+    assert timestamps_ms(pa.array([7, None], pa.int64()), 2, now_ms=9).tolist() == [7, 9]
+    assert timestamps_ms(None, 2, now_ms=3).tolist() == [3, 3]
+    assert timestamps_ms(None, 0, now_ms=3).dtype == np.int64
+
+
+def test_result_counts_offsets_and_completes():
+    result = ArrowSendResult(rows=10)
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    assert not result.done() and not result.wait(0)
+    result.batch_completed(a, 3, None, 100)
+    result.batch_completed(a, 2, None, 103)  # adjacent: merged
+    result.batch_completed(b, 4, None, 7)
+    result.batch_completed(a, 1, None, 200)  # someone else wrote in between
+    assert result.done() and result.wait(0)
+    assert result.offsets == {a: [OffsetRange(100, 104), OffsetRange(200, 200)], b: [OffsetRange(7, 10)]}
+    assert result.offsets[b][0].count == 4
+    assert result.raise_for_errors() is result
+
+
+def test_result_failures_and_rows_never_queued():
+    result = ArrowSendResult(rows=5)
+    tp = TopicPartition("t", 2)
+    result.batch_completed(tp, 2, NotLeaderOrFollowerError("moved"))
+    result.not_queued(RuntimeError("closed"), tp, 3)
+    assert result.done() and result.failed == 5 and result.offsets == {}
+    with pytest.raises(ArrowSendError, match=r"5 of 5 rows failed.*t-2.*NotLeaderOrFollowerError") as info:
+        result.raise_for_errors()
+    assert isinstance(info.value.__cause__, NotLeaderOrFollowerError)
+
+
+def test_wait_wakes_when_the_last_batch_completes():
+    result = ArrowSendResult(rows=2)
+    timer = threading.Timer(0.05, result.batch_completed, args=(TopicPartition("t", 0), 2, None, 0))
+    timer.start()
+    assert result.wait(5)
+    timer.join()
