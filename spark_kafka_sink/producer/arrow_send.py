@@ -25,9 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow.compute as pc
 
 from ..errors import RecordTooLargeError
-from ..record.arrow import ArrowRecords, EncodedBatch, encode_prepared, prepare_records
+from ..record.arrow import (ArrowRecords, EncodedBatch, encode_prepared, encoder_memory_pool,
+                            prepare_records)
 from ..structs import TopicPartition
 from .arrow_input import ArrowColumns
 from .arrow_plan import PartitionGroup, PartitionPlan
@@ -54,8 +56,6 @@ def row_sizes(columns: ArrowColumns) -> np.ndarray:
 
 
 def _lengths(array: Any) -> np.ndarray:
-    import pyarrow.compute as pc
-
     return pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
@@ -82,7 +82,8 @@ def prepare_partitions(topic: str, columns: ArrowColumns, timestamps: np.ndarray
 def _take(columns: ArrowColumns, group: PartitionGroup, plan: PartitionPlan) -> tuple:
     """The group's value, key and headers columns (the input itself when it is all one group)."""
     whole = len(group.rows) == plan.row_count  # all rows, in input order (the sort is stable)
-    pick = (lambda array: array) if whole else (lambda array: array.take(group.rows))
+    pool = encoder_memory_pool()
+    pick = (lambda array: array) if whole else (lambda array: pc.take(array, group.rows, memory_pool=pool))
     return tuple(None if array is None else pick(array)
                  for array in (columns.value, columns.key, columns.headers))
 
