@@ -11,8 +11,11 @@ its figures only once it has flushed and checked every record, so a failed attem
 line per micro-batch (:func:`format_line`) and keeps the figures under Java-style names
 (:meth:`SinkTaskMetrics.as_dict`).
 
-Spark Connect has no ``sparkContext`` and so no accumulators: there the sink still writes, but
-the metrics are not collected yet (``sink.last_metrics`` stays ``None``).
+In arrow mode (the default) there is no accumulator: each successful task yields one stats row
+carrying its figures as JSON (:meth:`SinkTaskMetrics.to_json`), the driver collects the rows and
+merges them (:meth:`SinkTaskMetrics.from_json`). That works on Spark Connect too, which has no
+``sparkContext`` and so no accumulators: there, rows mode writes but collects no metrics
+(``sink.last_metrics`` stays ``None``).
 
 Where the figures come from:
 
@@ -33,8 +36,9 @@ Where the figures come from:
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from pyspark.accumulators import AccumulatorParam
@@ -81,6 +85,19 @@ class SinkTaskMetrics:
             self.retried_tasks + other.retried_tasks,
             self.producers_created + other.producers_created,
         )
+
+    def to_json(self) -> str:
+        """The figures as a JSON object (what an arrow-mode task's stats row carries)."""
+        return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> SinkTaskMetrics:
+        """The figures :meth:`to_json` wrote; a field it does not know is an error (a task and
+        the driver run the same version of the sink)."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError(f"task metrics must be a JSON object, got {type(data).__name__}")
+        return cls(**data)
 
     @property
     def request_latency_avg_ms(self) -> float:

@@ -12,6 +12,12 @@ The options mirror Spark's built-in Kafka sink (``KafkaSourceProvider``):
                             before it is closed: a duration (``"10m"``, ``"30s"``, ``"1h"``,
                             ``"500ms"``; no suffix means ms) or an int of ms. Default ``10m``, as
                             Spark's ``spark.kafka.producer.cache.timeout``.
+``mode``                    Sink-only. How ``KafkaSink`` hands the rows to the producer: ``arrow``
+                            (the default: ``mapInArrow``, whole Arrow batches to ``send_arrow``,
+                            metrics in collected rows, so on Spark Connect too) or ``rows``
+                            (``foreachPartition``, one ``send`` per row, metrics in an
+                            accumulator). Case and surrounding blanks do not matter. The Data
+                            Source accepts it and writes rows either way.
 ==========================  ===================================================================
 
 Rules, following Spark where it has one:
@@ -48,7 +54,11 @@ KAFKA_PREFIX = "kafka."
 TOPIC = "topic"
 PRODUCER_CACHE_TIMEOUT = "producer.cache.timeout"
 DEFAULT_PRODUCER_CACHE_TIMEOUT_MS = 10 * 60 * 1000  # "10m"
-SINK_OPTIONS = (TOPIC, PRODUCER_CACHE_TIMEOUT)
+MODE = "mode"
+ARROW, ROWS = "arrow", "rows"
+MODES = (ARROW, ROWS)
+DEFAULT_MODE = ARROW
+SINK_OPTIONS = (TOPIC, PRODUCER_CACHE_TIMEOUT, MODE)
 IGNORED_OPTIONS = frozenset({"checkpointlocation"})  # added by Spark's streaming writer
 
 # Spark's Kafka source options (KafkaSourceProvider), lowercased: meaningless for a sink.
@@ -109,13 +119,15 @@ class SinkConfig:
     """The validated sink options: a frozen, hashable, picklable value, equal by value.
 
     ``producer_config`` holds the ``kafka.*`` properties; ``topic`` is the default topic (``None``:
-    each row's ``topic`` column); ``producer_cache_timeout_ms`` is the pooled producer's idle life.
-    Build it with :meth:`from_options`; the constructor validates too.
+    each row's ``topic`` column); ``producer_cache_timeout_ms`` is the pooled producer's idle life;
+    ``mode`` is ``"arrow"`` or ``"rows"`` (see the module docstring). Build it with
+    :meth:`from_options`; the constructor validates too.
     """
 
     producer_config: ProducerConfig
     topic: str | None = None
     producer_cache_timeout_ms: int = DEFAULT_PRODUCER_CACHE_TIMEOUT_MS
+    mode: str = DEFAULT_MODE
 
     def __post_init__(self) -> None:
         if not isinstance(self.producer_config, ProducerConfig):
@@ -127,6 +139,8 @@ class SinkConfig:
         if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 0:
             raise ConfigError(f"option {PRODUCER_CACHE_TIMEOUT!r} must be a duration of at least 0 ms, "
                               f"got {timeout!r}")
+        if self.mode not in MODES:
+            raise ConfigError(_bad_mode(self.mode))
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> SinkConfig:
@@ -150,7 +164,8 @@ class SinkConfig:
             producer_config = ProducerConfig.from_properties(properties)
         except ConfigError as error:  # name the option as the user wrote it: kafka.<property>
             raise ConfigError(f"producer option (kafka.*): {error}") from None
-        return cls(producer_config, _topic(sink.get(TOPIC)), _timeout(sink.get(PRODUCER_CACHE_TIMEOUT)))
+        return cls(producer_config, _topic(sink.get(TOPIC)), _timeout(sink.get(PRODUCER_CACHE_TIMEOUT)),
+                   _mode(sink.get(MODE)))
 
     def redacted(self) -> dict[str, Any]:
         """The options that differ from the defaults, by option name, secrets as ``"[hidden]"``:
@@ -163,6 +178,8 @@ class SinkConfig:
             out[TOPIC] = self.topic
         if self.producer_cache_timeout_ms != DEFAULT_PRODUCER_CACHE_TIMEOUT_MS:
             out[PRODUCER_CACHE_TIMEOUT] = f"{self.producer_cache_timeout_ms}ms"
+        if self.mode != DEFAULT_MODE:
+            out[MODE] = self.mode
         return out
 
     def __repr__(self) -> str:
@@ -239,3 +256,20 @@ def _timeout(value: Any) -> int:
         return parse_duration_ms(value)
     except ValueError as error:
         raise ConfigError(f"option {PRODUCER_CACHE_TIMEOUT!r}: {error}") from None
+
+
+def _mode(value: Any) -> str:
+    if value is None:
+        return DEFAULT_MODE
+    if not isinstance(value, str):
+        raise ConfigError(_bad_mode(value))
+    mode = value.strip().lower()
+    if mode not in MODES:
+        raise ConfigError(_bad_mode(value))
+    return mode
+
+
+def _bad_mode(value: Any) -> str:
+    return (f"option {MODE!r} must be {' or '.join(map(repr, MODES))} (default {DEFAULT_MODE!r}), "
+            f"got {value!r}; 'arrow' sends whole Arrow batches (mapInArrow), 'rows' one record per "
+            f"row (foreachPartition)")

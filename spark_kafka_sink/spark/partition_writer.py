@@ -13,6 +13,10 @@ The steps follow Spark's ``KafkaWriteTask`` and DESIGN.md §2:
 5. If any record failed, raise :class:`PartitionWriteError`: how many records failed, and the
    first error with its topic and partition.
 
+Steps 1, 3, 4 and 5 are :func:`run_task`, shared with arrow mode's
+:class:`~spark_kafka_sink.spark.arrow_writer.ArrowWriter` (its sends return one tally each, which
+:class:`_Outcome` adds up), so both modes fail with the same message.
+
 The writer keeps only the frozen config and schema (and, from ``KafkaSink``, a Spark
 accumulator), so it pickles small. It returns a :class:`TaskStats` (``foreachPartition`` discards
 it; ``rdd.mapPartitions`` users can collect it). With an accumulator, a task that succeeded adds
@@ -28,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from ..errors import KafkaError
-from ..producer.tally import DeliveryTally
-from .metrics import task_metrics
+from ..producer.tally import DeliveryFailure, DeliveryTally
+from .metrics import SinkTaskMetrics, task_metrics
 from .options import SinkConfig
 from .producer_pool import ProducerPool, get_pool
 from .rows import RowConverter
@@ -75,46 +79,128 @@ def task_info() -> _TaskInfo:
 
 
 class _Outcome:
-    """What a task's records came to: the producer's :class:`DeliveryTally` (acknowledged and
-    failed records, counted once per batch on the sender thread) plus a ``send`` that raised."""
+    """What a task's records came to: the delivery tallies of its sends (one
+    :class:`DeliveryTally` per task in rows mode, one ``ArrowSendResult`` per ``send_arrow`` call
+    in arrow mode; each counts acknowledged and failed records once per batch, on the sender
+    thread) plus a send that raised. Shared by both modes, so their errors read the same."""
 
-    __slots__ = ("tally", "send_error", "send_topic", "send_partition")
+    __slots__ = ("tallies", "send_error", "send_topic", "send_partition", "send_position")
 
-    def __init__(self) -> None:
-        self.tally = DeliveryTally()
+    def __init__(self, *tallies: DeliveryTally) -> None:
+        self.tallies: list[DeliveryTally] = list(tallies)
         self.send_error: BaseException | None = None
         self.send_topic: str | None = None
         self.send_partition: int | None = None
+        self.send_position: int | None = None
+
+    @property
+    def tally(self) -> DeliveryTally:
+        """The first tally (rows mode's only one)."""
+        return self.tallies[0]
 
     @property
     def acked(self) -> int:
-        return self.tally.acked
+        return sum(tally.acked for tally in self.tallies)
 
     @property
     def failed(self) -> int:
-        return self.tally.failed + (self.send_error is not None)
+        return sum(tally.failed for tally in self.tallies) + (self.send_error is not None)
 
     @property
     def topics(self) -> dict[str, int]:
-        return self.tally.acked_by_topic
+        merged: dict[str, int] = {}
+        for tally in self.tallies:
+            for topic, count in tally.acked_by_topic.items():
+                merged[topic] = merged.get(topic, 0) + count
+        return merged
 
-    def record_send_error(self, error: BaseException, topic: str | None, partition: int | None) -> None:
-        """``send`` raised for one record (sending stops there)."""
+    @property
+    def first_failure(self) -> DeliveryFailure | None:
+        """The first failed batch of the first tally (in send order) that has one."""
+        return next((t.first_failure for t in self.tallies if t.first_failure is not None), None)
+
+    def record_send_error(self, error: BaseException, topic: str | None, partition: int | None,
+                          position: int | None = None) -> None:
+        """A send raised (sending stops there); ``position``: the row in the task's partition,
+        when known."""
         self.send_error, self.send_topic, self.send_partition = error, topic, partition
+        self.send_position = position
+
+    def settle(self, timeout_s: float) -> None:
+        """After the flush: wait until every tally that can be waited on (``wait(timeout)``, as
+        ``ArrowSendResult``) has an outcome for each of its records."""
+        for tally in self.tallies:
+            wait = getattr(tally, "wait", None)
+            if wait is not None and not wait(timeout_s):
+                raise PartitionWriteError(
+                    f"{tally!r} still had records without an outcome {timeout_s:.0f} s after the "
+                    f"flush; failing the task rather than reporting them written")
 
     def check(self) -> None:
-        failure = self.tally.first_failure
+        failure = self.first_failure
         if failure is None and self.send_error is None:
             return
+        position = None
         if failure is not None:  # a batch failed before send raised: it is the first error
             error, topic, partition = failure.error, failure.topic_partition.topic, failure.topic_partition.partition
         else:
             error, topic, partition = self.send_error, self.send_topic, self.send_partition
+            position = self.send_position
         failed = self.failed
         where = f"topic {topic!r}, partition {'not chosen yet' if partition is None else partition}"
+        if position is not None:
+            where += f", row {position} of this partition"
         raise PartitionWriteError(
             f"{failed} record{'s' if failed != 1 else ''} failed to be written to Kafka; "
             f"the first error ({where}): {type(error).__name__}: {error}") from error
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """A task whose records were all sent, flushed and checked: what its stats and metrics are
+    made of (:func:`run_task`)."""
+
+    task: _TaskInfo
+    outcome: _Outcome
+    before: Any
+    after: Any
+    producer_created: bool
+    started: float
+
+    def stats(self) -> TaskStats:
+        bytes_sent = int(self.after.values.get("byte-total", 0) - self.before.values.get("byte-total", 0))
+        return TaskStats(self.task.partition_id, self.task.attempt, self.outcome.acked,
+                         self.outcome.failed, bytes_sent, int((time.monotonic() - self.started) * 1000),
+                         self.producer_created)
+
+    def metrics(self) -> SinkTaskMetrics:
+        outcome = self.outcome
+        return task_metrics(self.before, self.after, records_sent=outcome.acked,
+                            records_failed=outcome.failed, topics=outcome.topics,
+                            attempt=self.task.attempt, producer_created=self.producer_created)
+
+
+def run_task(config: SinkConfig, pool: Callable[[], ProducerPool], task: Callable[[], _TaskInfo],
+             send: Callable[[Any, _Outcome], None], outcome: _Outcome) -> TaskRun:
+    """The skeleton of a task in either mode: lease this worker's producer for ``config`` (a
+    retry, attempt > 0, gets a fresh one), ``send(producer, outcome)``, flush (even when ``send``
+    raised: the worker may be SIGKILLed once idle, so nothing flushes later), wait for every
+    outcome, release the lease in ``finally``, then raise the first failed record's error, if any.
+    """
+    started = time.monotonic()
+    info = task()
+    lease = pool().acquire(config.producer_config, attempt=info.attempt,
+                           idle_timeout_ms=config.producer_cache_timeout_ms)
+    try:
+        producer = lease.producer
+        before = producer.metrics_snapshot()
+        _flushed(producer, lambda: send(producer, outcome))
+        outcome.settle(config.producer_config.delivery_timeout_ms / 1000)
+        after = producer.metrics_snapshot()
+    finally:
+        lease.release()
+    outcome.check()
+    return TaskRun(info, outcome, before, after, lease.created, started)
 
 
 class PartitionWriter:
@@ -143,29 +229,13 @@ class PartitionWriter:
         self.accumulator = accumulator
 
     def __call__(self, rows: Iterable[Any]) -> TaskStats:
-        started = time.monotonic()
-        task = self._task()
-        config = self.sink_config
-        lease = self._pool().acquire(config.producer_config, attempt=task.attempt,
-                                     idle_timeout_ms=config.producer_cache_timeout_ms)
-        outcome = _Outcome()
-        try:
-            producer = lease.producer
-            before = producer.metrics_snapshot()
-            _flushed(producer, lambda: self._send_all(producer, rows, outcome))
-            after = producer.metrics_snapshot()
-        finally:
-            lease.release()
-        outcome.check()
-        bytes_sent = int(after.values.get("byte-total", 0) - before.values.get("byte-total", 0))
-        stats = TaskStats(task.partition_id, task.attempt, outcome.acked, outcome.failed, bytes_sent,
-                          int((time.monotonic() - started) * 1000), lease.created)
-        log.debug("partition %d (attempt %d) written: %s", task.partition_id, task.attempt, stats)
+        run = run_task(self.sink_config, self._pool, self._task,
+                       lambda producer, outcome: self._send_all(producer, rows, outcome),
+                       _Outcome(DeliveryTally()))
+        stats = run.stats()
+        log.debug("partition %d (attempt %d) written: %s", stats.partition_id, stats.attempt, stats)
         if self.accumulator is not None:  # last: only a task that succeeded counts
-            self.accumulator.add(task_metrics(before, after, records_sent=outcome.acked,
-                                              records_failed=outcome.failed,
-                                              topics=outcome.topics, attempt=task.attempt,
-                                              producer_created=lease.created))
+            self.accumulator.add(run.metrics())
         return stats
 
     def _send_all(self, producer: Any, rows: Iterable[Any], outcome: _Outcome) -> None:

@@ -8,16 +8,22 @@
     df.foreachPartition(sink.partition_writer(df.schema))                            # your own
 
 The options are those of :class:`~spark_kafka_sink.spark.options.SinkConfig` (Spark's Kafka sink
-options); they are checked when the sink is built. The DataFrame's schema is checked on the
+options); they are checked when the sink is built. Option ``mode`` picks how rows reach the
+producer: ``arrow`` (the default) runs ``df.mapInArrow`` with an
+:class:`~spark_kafka_sink.spark.arrow_writer.ArrowWriter`, which hands Spark's Arrow batches whole
+to ``KafkaProducer.send_arrow`` and yields one stats row per task, collected on the driver;
+``rows`` runs ``df.foreachPartition`` with a
+:class:`~spark_kafka_sink.spark.partition_writer.PartitionWriter`, one ``send`` per row. The DataFrame's schema is checked on the
 driver (:func:`~spark_kafka_sink.spark.schema.validate_schema`) once per distinct schema, before
 any task runs, so a bad column fails the batch without sending anything.
 
-Metrics (:mod:`~spark_kafka_sink.spark.metrics`): on classic Spark every successful task adds its
-figures to a Spark accumulator. After each micro-batch (or ``write``) the driver logs one line and
+Metrics (:mod:`~spark_kafka_sink.spark.metrics`): every successful task reports its figures, in
+its stats row (arrow mode) or to a Spark accumulator (rows mode). After each micro-batch (or ``write``) the driver logs one line and
 keeps the figures, by Java-style name, in ``sink.last_metrics`` and ``sink.metrics_history`` (the
 last :data:`HISTORY_SIZE` ``(batch_id, metrics)`` entries; ``batch_id`` is ``None`` for
 ``write``). A write that fails publishes nothing. On Spark Connect (no ``sparkContext``, so no
-accumulators) the sink writes but collects no metrics yet: ``last_metrics`` stays ``None``.
+accumulators) arrow mode collects metrics as everywhere; rows mode writes but collects none:
+``last_metrics`` stays ``None``.
 
 A sink pickles as its options alone (no cache, no metrics, no Spark objects), so it can be shipped
 to executors or stored by Spark as a ``foreachBatch`` function.
@@ -30,8 +36,9 @@ import time
 from collections import deque
 from typing import Any, Mapping
 
+from .arrow_writer import STATS_SCHEMA, ArrowWriter, merge_stats, sink_frame
 from .metrics import SinkMetricsParam, SinkTaskMetrics, format_line
-from .options import SinkConfig
+from .options import ARROW, SinkConfig
 from .partition_writer import PartitionWriter
 from .schema import WriteSchema, validate_schema
 
@@ -43,7 +50,7 @@ HISTORY_SIZE = 100
 
 class KafkaSink:
     """Writes DataFrames to Kafka: ``foreachBatch(sink)``, ``sink.write(df)``, or
-    ``df.foreachPartition(sink.partition_writer(df.schema))``.
+    ``df.foreachPartition(sink.partition_writer(df.schema))`` (rows, whatever the mode).
 
     Options come as keywords (``KafkaSink(**{"kafka.bootstrap.servers": ...})``), as a mapping
     (``KafkaSink({...})``), or both (keywords win).
@@ -81,16 +88,29 @@ class KafkaSink:
 
     def _write(self, df: Any, batch_id: int | None) -> None:
         started = time.monotonic()
-        accumulator = self._fresh_accumulator(df)
-        writer = PartitionWriter(self._config, self._write_schema(df.schema), accumulator=accumulator)
-        df.foreachPartition(writer)
+        write_schema = self._write_schema(df.schema)  # on the driver, before any task
+        if self._config.mode == ARROW:
+            metrics = self._write_arrow(df, write_schema)
+        else:
+            metrics = self._write_rows(df, write_schema)
         seconds = time.monotonic() - started
-        what = "write" if batch_id is None else f"micro-batch {batch_id}"
-        if accumulator is None:
-            log.info("KafkaSink: %s written in %.3f s (%s; no metrics: no SparkContext, e.g. "
-                     "Spark Connect)", what, seconds, self._target())
+        if metrics is None:
+            what = "write" if batch_id is None else f"micro-batch {batch_id}"
+            log.info("KafkaSink: %s written in %.3f s (%s; no metrics in rows mode without a "
+                     "SparkContext, e.g. Spark Connect)", what, seconds, self._target())
             return
-        self._publish(batch_id, accumulator.value, seconds)
+        self._publish(batch_id, metrics, seconds)
+
+    def _write_arrow(self, df: Any, write_schema: WriteSchema) -> SinkTaskMetrics:
+        """``mapInArrow`` over the sink columns; the tasks' stats rows, merged."""
+        writer = ArrowWriter(self._config, write_schema)
+        return merge_stats(sink_frame(df, write_schema).mapInArrow(writer, STATS_SCHEMA).collect())
+
+    def _write_rows(self, df: Any, write_schema: WriteSchema) -> SinkTaskMetrics | None:
+        """``foreachPartition``; the accumulated metrics, or ``None`` without a SparkContext."""
+        accumulator = self._fresh_accumulator(df)
+        df.foreachPartition(PartitionWriter(self._config, write_schema, accumulator=accumulator))
+        return None if accumulator is None else accumulator.value
 
     def _publish(self, batch_id: int | None, metrics: SinkTaskMetrics, seconds: float) -> None:
         figures = metrics.as_dict()

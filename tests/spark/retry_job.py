@@ -1,15 +1,17 @@
 """A KafkaSink write whose one task fails once, run in its own process on ``local[2,3]``.
 
-``python -m tests.spark.retry_job BOOTSTRAP TOPIC ROWS FAIL_AT OUT`` (from the repository root,
-with ``session.SPARK_ENV`` set). A SparkSession allows up to 3 attempts per task only when it is
-started that way, and a process holds one SparkContext, hence the separate process.
+``python -m tests.spark.retry_job BOOTSTRAP TOPIC ROWS FAIL_AT OUT MODE`` (from the repository
+root, with ``session.SPARK_ENV`` set; ``MODE`` is the sink's ``arrow`` or ``rows``). A
+SparkSession allows up to 3 attempts per task only when it is started that way, and a process
+holds one SparkContext, hence the separate process.
 
 ``ROWS`` rows (``id``, key ``str(id)``, value ``v<id>``) in 2 partitions. In attempt 0 of
 partition 1 the ``topic`` column turns null at the row ``FAIL_AT`` of that partition: the task
 sends (and flushes) the rows before it, then fails with the sink's null-topic error. Spark retries
 it (attempt 1), which sends the whole partition again. A Python UDF reports the attempt number:
-it runs in the same task, so it sees the same ``TaskContext``. The sink's metrics (``last_metrics``)
-go to ``OUT`` as JSON.
+it runs in the same task, so it sees the same ``TaskContext`` (in arrow mode too: the UDF's
+batch-eval node and the sink's ``mapInArrow`` are in the same stage, so in the same task). The
+sink's metrics (``last_metrics``) go to ``OUT`` as JSON.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from spark_kafka_sink import KafkaSink
 from .session import build_session
 
 
-def main(bootstrap: str, topic: str, rows: int, fail_at: int, out: str) -> None:
+def main(bootstrap: str, topic: str, rows: int, fail_at: int, out: str, mode: str) -> None:
     from pyspark import TaskContext
     from pyspark.sql import functions as F
 
@@ -37,7 +39,7 @@ def main(bootstrap: str, topic: str, rows: int, fail_at: int, out: str) -> None:
                   .selectExpr("cast(id as string) as key", "concat('v', id) as value",
                               f"case when attempt = 0 and id = {failing_row} then null "
                               f"else '{topic}' end as topic"))
-            sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap})
+            sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "mode": mode})
             sink.write(df)
             with open(out, "w") as handle:
                 json.dump(sink.last_metrics, handle)
@@ -46,5 +48,5 @@ def main(bootstrap: str, topic: str, rows: int, fail_at: int, out: str) -> None:
 
 
 if __name__ == "__main__":
-    bootstrap_servers, topic_name, row_count, fail_position, out_path = sys.argv[1:]
-    main(bootstrap_servers, topic_name, int(row_count), int(fail_position), out_path)
+    bootstrap_servers, topic_name, row_count, fail_position, out_path, sink_mode = sys.argv[1:]
+    main(bootstrap_servers, topic_name, int(row_count), int(fail_position), out_path, sink_mode)

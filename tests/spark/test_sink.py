@@ -1,5 +1,6 @@
 """KafkaSink on a local[2] SparkSession against the embedded Apache Kafka, read back with
-confluent-kafka: batch writes, a streaming foreachBatch query, and schemas refused on the driver."""
+confluent-kafka: batch writes, a streaming foreachBatch query, and schemas refused on the driver,
+each in both modes (``arrow``: mapInArrow + send_arrow, the default; ``rows``: foreachPartition)."""
 
 from __future__ import annotations
 
@@ -24,13 +25,15 @@ pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
 UTC = datetime.timezone.utc
 PARTITIONS = 3
+MODES = ["arrow", "rows"]
 
 
 def unique(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
-def test_batch_write_with_topic_and_partition_columns(spark, kafka):
+@pytest.mark.parametrize("mode", MODES)
+def test_batch_write_with_topic_and_partition_columns(spark, kafka, mode):
     from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, StringType, StructField,
                                    StructType, TimestampType)
 
@@ -57,7 +60,7 @@ def test_batch_write_with_topic_and_partition_columns(spark, kafka):
         expected[(topic, partition, key)] = (value, headers, int(ts.timestamp() * 1000))
     df = spark.createDataFrame(data, schema).repartition(4)
 
-    sink = KafkaSink({"kafka.bootstrap.servers": bootstrap}, **{"kafka.linger.ms": "5"})
+    sink = KafkaSink({"kafka.bootstrap.servers": bootstrap}, **{"kafka.linger.ms": "5"}, mode=mode)
     shipped = pickle.loads(pickle.dumps(sink))  # a sink travels as its options alone
     assert shipped.config == sink.config
     shipped.write(df)
@@ -88,10 +91,11 @@ def test_partition_writer_in_users_foreach_partition(spark, kafka):
         (str(i).encode(), f"v{i}".encode()) for i in range(100) for _ in range(2))
 
 
-def test_streaming_foreach_batch_exactly_once(spark, kafka, tmp_path):
+@pytest.mark.parametrize("mode", MODES)
+def test_streaming_foreach_batch_exactly_once(spark, kafka, tmp_path, mode):
     """The acceptance stream: 50,000 rows in 3 micro-batches (availableNow, one file per trigger)
     with keys, binary values, headers and timestamps; every row arrives once, byte-identical, and
-    each micro-batch's accumulator metrics equal its row count."""
+    each micro-batch's metrics equal its row count."""
     from pyspark.sql import functions as F
 
     bootstrap = kafka.bootstrap_servers
@@ -118,7 +122,7 @@ def test_streaming_foreach_batch_exactly_once(spark, kafka, tmp_path):
                               F.struct(F.lit("none").alias("key"),
                                        F.lit(None).cast("binary").alias("value"))).alias("headers"),
                       F.timestamp_millis(F.col("ts")).alias("timestamp")))
-    sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "topic": topic})
+    sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "topic": topic, "mode": mode})
     batches = run_available_now(stream, sink, str(tmp_path / "checkpoint"))
     assert [p["numInputRows"] for p in batches] == [bounds[f + 1] - bounds[f] for f in range(files)]
 
@@ -154,14 +158,15 @@ BAD_SCHEMAS = {
 }
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", list(BAD_SCHEMAS))
-def test_bad_schema_fails_on_the_driver_and_sends_nothing(spark, kafka, case):
+def test_bad_schema_fails_on_the_driver_and_sends_nothing(spark, kafka, case, mode):
     bootstrap = kafka.bootstrap_servers
     topic = unique("bad")
     create_topic(bootstrap, topic, 1)
     columns, message = BAD_SCHEMAS[case]
     df = spark.range(10).selectExpr(*[c.strip() for c in columns.split(", ")])
-    options = {"kafka.bootstrap.servers": bootstrap}
+    options = {"kafka.bootstrap.servers": bootstrap, "mode": mode}
     if case != "no topic at all":
         options["topic"] = topic
     with pytest.raises(SchemaError, match="cannot be written to Kafka") as info:
@@ -170,11 +175,32 @@ def test_bad_schema_fails_on_the_driver_and_sends_nothing(spark, kafka, case):
     assert end_offsets(bootstrap, topic, 1) == {0: 0}
 
 
-def test_null_topic_fails_the_task_with_the_row_position(spark, kafka):
+@pytest.mark.parametrize("mode", MODES)
+def test_null_topic_fails_the_task_with_the_row_position(spark, kafka, mode):
     topic = unique("null-topic")
     create_topic(kafka.bootstrap_servers, topic, 1)
     df = spark.range(3).selectExpr("cast(id as string) as value",
                                    f"case when id = 2 then null else '{topic}' end as topic")
     with pytest.raises(Exception, match="row 2 of this partition has a null 'topic' and no 'topic' option"):
-        KafkaSink(**{"kafka.bootstrap.servers": kafka.bootstrap_servers}).write(df.coalesce(1))
+        KafkaSink(**{"kafka.bootstrap.servers": kafka.bootstrap_servers, "mode": mode}).write(df.coalesce(1))
     assert end_offsets(kafka.bootstrap_servers, topic, 1) == {0: 2}  # rows before it were flushed
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_first_of_a_repeated_column_and_header_fields_in_another_case(spark, kafka, mode):
+    """The first ``value`` column is written, as Spark's sink does; header struct fields named
+    ``KEY``/``Value`` are accepted (matched without case) and arrive as Kafka headers."""
+    from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
+
+    bootstrap = kafka.bootstrap_servers
+    topic = unique(f"columns-{mode}")
+    create_topic(bootstrap, topic, 1)
+    header = StructType([StructField("KEY", StringType()), StructField("Value", BinaryType())])
+    schema = StructType([StructField("value", StringType()), StructField("value", BinaryType()),
+                         StructField("headers", ArrayType(header)), StructField("other", StringType())])
+    data = [(f"first-{i}", b"second", [("h", str(i).encode())], "x") for i in range(5)]
+    KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "topic": topic, "mode": mode}).write(
+        spark.createDataFrame(data, schema).coalesce(1))
+    records = consume_all(bootstrap, topic, 1, expected_count=5)[0]
+    assert [(r.value, r.headers) for r in records] == [
+        (f"first-{i}".encode(), [("h", str(i).encode())]) for i in range(5)]

@@ -1,6 +1,6 @@
 """A task that fails after sending part of its rows is retried by Spark (``local[2,3]``): the
 write completes, every row is present (the failed attempt's rows twice, counted), the retry got a
-fresh producer, and the metrics count the successful attempts only."""
+fresh producer, and the metrics count the successful attempts only; in both sink modes."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ROWS, FAIL_AT, PARTITIONS = 4_000, 1_500, 2
 
 
-def test_retried_task_completes_the_write_and_counts_once(kafka, tmp_path):
+@pytest.mark.parametrize("mode", ["arrow", "rows"])
+def test_retried_task_completes_the_write_and_counts_once(kafka, tmp_path, mode):
     bootstrap = kafka.bootstrap_servers
     topic = f"retry-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, PARTITIONS)
@@ -32,7 +33,7 @@ def test_retried_task_completes_the_write_and_counts_once(kafka, tmp_path):
     env = {**os.environ, **SPARK_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [
         str(ROOT), os.environ.get("PYTHONPATH")]))}
     command = [sys.executable, "-m", "tests.spark.retry_job", bootstrap, topic, str(ROWS),
-               str(FAIL_AT), str(out)]
+               str(FAIL_AT), str(out), mode]
     with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True) as job:
         try:

@@ -148,11 +148,40 @@ class _ConnectFrame:
     def foreachPartition(self, writer):
         self.writers.append(pickle.loads(pickle.dumps(writer)))
 
+    def mapInArrow(self, writer, schema):
+        """The stats rows of two tasks (the writer is only shipped, not run)."""
+        self.writers.append((pickle.loads(pickle.dumps(writer)), schema))
+        tasks = [SinkTaskMetrics(records_sent=n, topics={"t": n}, tasks=1) for n in (2, 5)]
+        return _Collected([{"partition_id": i, "attempt": 0, "duration_ms": 1, "metrics": m.to_json()}
+                           for i, m in enumerate(tasks)])
 
-def test_without_a_spark_context_the_sink_still_writes_and_publishes_no_metrics():
-    sink = KafkaSink(**{"kafka.bootstrap.servers": "localhost:9092", "topic": "t"})
+
+class _Collected:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def collect(self):
+        return self.rows
+
+
+def test_rows_mode_without_a_spark_context_still_writes_and_publishes_no_metrics():
+    sink = KafkaSink(**{"kafka.bootstrap.servers": "localhost:9092", "topic": "t", "mode": "rows"})
     df = _ConnectFrame()
     sink.write(df)
     sink(df, 4)
     assert len(df.writers) == 2 and all(w.accumulator is None for w in df.writers)
     assert sink.last_metrics is None and sink.metrics_history == []
+
+
+def test_arrow_mode_publishes_the_collected_stats_rows_without_a_spark_context(monkeypatch):
+    from spark_kafka_sink.spark import sink as sink_module
+    from spark_kafka_sink.spark.arrow_writer import STATS_SCHEMA, ArrowWriter
+
+    monkeypatch.setattr(sink_module, "sink_frame", lambda df, write_schema: df)  # needs no JVM here
+    sink = KafkaSink(**{"kafka.bootstrap.servers": "localhost:9092", "topic": "t"})
+    df = _ConnectFrame()
+    sink(df, 7)
+    (writer, schema), = df.writers
+    assert isinstance(writer, ArrowWriter) and schema == STATS_SCHEMA
+    expected = SinkTaskMetrics(records_sent=7, topics={"t": 7}, tasks=2).as_dict()
+    assert sink.last_metrics == expected and sink.metrics_history == [(7, expected)]

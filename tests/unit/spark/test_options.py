@@ -181,6 +181,25 @@ def test_redacted_shows_only_what_differs_from_the_defaults():
     assert repr(make()) == "SinkConfig(kafka.bootstrap.servers='localhost:9092')"
 
 
+# --- mode ------------------------------------------------------------------------------------------
+
+def test_mode_defaults_to_arrow_and_takes_rows_without_case_or_blanks():
+    assert make().mode == "arrow"
+    assert make(mode=" ROWS ").mode == "rows" and make(MODE="arrow").mode == "arrow"
+    assert make(mode="rows").redacted()["mode"] == "rows" and "mode" not in make(mode="arrow").redacted()
+    assert make(mode="rows") != make()
+
+
+@pytest.mark.parametrize("bad", ["row", "pandas", "", 1])
+def test_a_bad_mode_is_refused_with_the_choices(bad):
+    message = error_of({**BOOT, "mode": bad})
+    assert message.startswith(f"option 'mode' must be 'arrow' or 'rows' (default 'arrow'), got {bad!r}")
+
+
+def test_a_mode_typo_gets_a_suggestion():
+    assert "did you mean 'mode'" in error_of({**BOOT, "mdoe": "rows"})
+
+
 # --- value semantics --------------------------------------------------------------------------------
 
 def test_equal_by_value_hashable_and_picklable():
@@ -207,6 +226,8 @@ def test_the_constructor_validates_too():
         SinkConfig(producer, None, -1)
     with pytest.raises(TypeError):
         SinkConfig({"bootstrap.servers": "localhost:9092"})
+    with pytest.raises(ConfigError, match="option 'mode'"):
+        SinkConfig(producer, None, 5, "Arrow")
 
 
 def test_from_options_needs_a_mapping():
