@@ -1,6 +1,6 @@
 """The per-record send loops, one per Python client; each runs in its own process.
 
-    python -m bench.peers CLIENT BOOTSTRAP TOPIC RECORDS VALUE_SIZE MAX_SECONDS
+    python -m bench.peers CLIENT BOOTSTRAP TOPIC RECORDS VALUE_SIZE MAX_SECONDS [COMPRESSION]
 
 prints one JSON line: ``{"client", "status", "sent", "seconds", "detail"}``. ``seconds`` runs from
 the first ``send`` to the end of ``flush`` (producer construction excluded). ``status`` is ``ok``,
@@ -19,7 +19,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 KEYS = [b"k%d" % i for i in range(100)]
 _CHECK_EVERY = 4096  # records between two looks at the clock
@@ -104,13 +104,54 @@ def run_ours(job: Job) -> LoopResult:
     return LoopResult("ours", "partial" if capped else "ok", sent, seconds)
 
 
+ARROW_CHUNK_ROWS = 65_536  # rows per send_arrow call (Spark hands over 10,000 per Arrow batch)
+
+
+def run_ours_arrow(job: Job) -> LoopResult:
+    """``send_arrow`` over the same records, already in an Arrow table (as Spark hands them over):
+    the table is built before the clock starts; each call takes a zero-copy slice."""
+    import numpy as np
+    import pyarrow as pa
+
+    from spark_kafka_sink import KafkaProducer
+
+    n, size = job.records, job.value_size
+    offsets = pa.py_buffer((np.arange(n + 1, dtype=np.int64) * size).tobytes())
+    values = pa.Array.from_buffers(pa.large_binary(), n, [None, offsets, pa.py_buffer(b"x" * (n * size))])
+    keys = pa.array(KEYS, pa.binary()).take(pa.array(np.arange(n) % len(KEYS)))
+    data = pa.table({"key": keys, "value": values})
+    producer = KafkaProducer({
+        "bootstrap.servers": job.bootstrap, "acks": SETTINGS.acks, "linger.ms": SETTINGS.linger_ms,
+        "batch.size": SETTINGS.batch_size, "enable.idempotence": SETTINGS.idempotence,
+        "compression.type": SETTINGS.compression})
+    try:
+        began = time.monotonic()
+        results, sent, capped = [], 0, False
+        while sent < job.records:
+            chunk = data.slice(sent, ARROW_CHUNK_ROWS)
+            results.append(producer.send_arrow(job.topic, chunk))
+            sent += chunk.num_rows
+            if time.monotonic() > began + job.max_seconds:
+                capped = True
+                break
+        producer.flush(_flush_budget(began, job))
+        seconds = time.monotonic() - began
+        failed = sum(result.failed for result in results)
+    finally:
+        producer.close()
+    detail = f"{len(results)} send_arrow calls of up to {ARROW_CHUNK_ROWS} rows"
+    if failed:
+        detail += f"; {failed} rows failed"
+    return LoopResult("ours-arrow", "partial" if capped or failed else "ok", sent, seconds, detail)
+
+
 def run_kafka_python(job: Job) -> LoopResult:
     from kafka import KafkaProducer
 
     producer = KafkaProducer(
         bootstrap_servers=job.bootstrap, acks=SETTINGS.acks, linger_ms=SETTINGS.linger_ms,
         batch_size=SETTINGS.batch_size, enable_idempotence=SETTINGS.idempotence,
-        compression_type=None)
+        compression_type=None if SETTINGS.compression == "none" else SETTINGS.compression)
     try:
         topic, send = job.topic, producer.send
         sent, began, capped = _loop(lambda key, value: send(topic, value=value, key=key), job)
@@ -153,12 +194,16 @@ def run_confluent(job: Job) -> LoopResult:
 
 
 RUNNERS: dict[str, Callable[[Job], LoopResult]] = {
-    "ours": run_ours, "kafka-python": run_kafka_python, "confluent": run_confluent,
+    "ours": run_ours, "ours-arrow": run_ours_arrow, "kafka-python": run_kafka_python,
+    "confluent": run_confluent,
 }
 
 
 def main(argv: list[str]) -> int:
-    client, bootstrap, topic, records, value_size, max_seconds = argv
+    global SETTINGS
+    client, bootstrap, topic, records, value_size, max_seconds, *rest = argv
+    if rest:  # the codec, when the parent runs with --compression
+        SETTINGS = replace(SETTINGS, compression=rest[0])
     job = Job(bootstrap, topic, int(records), int(value_size), float(max_seconds))
     try:
         result = RUNNERS[client](job)

@@ -25,9 +25,9 @@ from pathlib import Path
 from . import admin, javaprod
 from .peers import SETTINGS
 
-CLIENTS = ("ours", "kafka-python", "confluent", "java")
-LABELS = {"ours": "spark-kafka-sink", "kafka-python": "kafka-python", "confluent": "confluent-kafka",
-          "java": "java kafka-clients"}
+CLIENTS = ("ours", "ours-arrow", "kafka-python", "confluent", "java")
+LABELS = {"ours": "spark-kafka-sink", "ours-arrow": "ours send_arrow", "kafka-python": "kafka-python",
+          "confluent": "confluent-kafka", "java": "java kafka-clients"}
 PARTITIONS = 6
 _GRACE_S = 90.0  # beyond --max-seconds: start-up, the final flush and close
 _WAIT_POLL_S = 0.05
@@ -83,7 +83,7 @@ def run_child(command: list[str], timeout_s: float) -> Child:
 
 def run_python_client(client: str, bootstrap: str, topic: str, args) -> Row:
     command = [sys.executable, "-m", "bench.peers", client, bootstrap, topic, str(args.records),
-               str(args.value_size), str(args.max_seconds)]
+               str(args.value_size), str(args.max_seconds), args.compression]
     child = run_child(command, args.max_seconds + _GRACE_S)
     lines = [line for line in child.stdout.splitlines() if line.startswith("{")]
     if not lines:
@@ -162,6 +162,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--clients", default=",".join(CLIENTS), help=f"comma list of {', '.join(CLIENTS)}")
     parser.add_argument("--max-seconds", type=float, default=180.0, help="wall-time cap per client (180)")
     parser.add_argument("--json", metavar="OUT", help="also write the rows to this JSON file")
+    parser.add_argument("--compression", default="none", choices=("none", "gzip", "snappy", "lz4", "zstd"),
+                        help="codec for the Python clients (none); the Java client always sends uncompressed")
     args = parser.parse_args(argv)
     args.clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     unknown = sorted(set(args.clients) - set(CLIENTS))
@@ -179,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.records:,} records x {args.value_size} B per client, keys k0..k99, {PARTITIONS} "
           f"partitions, one embedded broker; settings: acks={SETTINGS.acks} linger.ms={SETTINGS.linger_ms}"
           f" batch.size={SETTINGS.batch_size} idempotence={SETTINGS.idempotence} "
-          f"compression={SETTINGS.compression}; cap {args.max_seconds:.0f} s per client", flush=True)
+          f"compression={args.compression}; cap {args.max_seconds:.0f} s per client", flush=True)
     rows: list[Row] = []
     with EmbeddedKafka(1) as kafka:
         for client in args.clients:
@@ -192,8 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(table(rows))
     if args.json:
+        settings = {**asdict(SETTINGS), "compression": args.compression}
         Path(args.json).write_text(json.dumps({"records": args.records, "value_size": args.value_size,
-                                               "settings": asdict(SETTINGS),
+                                               "settings": settings,
                                                "rows": [asdict(r) for r in rows]}, indent=2))
     return 0
 

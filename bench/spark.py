@@ -4,7 +4,9 @@ Rows/s writing a cached DataFrame of ``--rows`` rows (string keys ``k0..k99``, s
 ``--value-size`` bytes) from Spark ``local[2]`` to one embedded Apache Kafka node. Every contender
 runs in the same SparkSession, against the same broker, each into a fresh topic of 6 partitions:
 
-- ``ours``: ``KafkaSink(...).write(df)``;
+- ``ours-arrow``: ``KafkaSink(...).write(df)`` in its default mode (``mapInArrow``, whole Arrow
+  batches to ``send_arrow``); ``ours-rows``: the same with ``mode="rows"`` (``foreachPartition``,
+  one ``send`` per row). ``ours`` on the command line means ``ours-arrow``;
 - ``builtin``: Spark's own Kafka sink, ``df.write.format("kafka").save()``; its connector comes
   from ``spark.jars.packages``, resolved by Spark's Ivy into a cache directory;
 - ``confluent``: a confluent-kafka ``Producer`` per task in ``foreachPartition``;
@@ -12,9 +14,10 @@ runs in the same SparkSession, against the same broker, each into a fresh topic 
   or the Arrow batches (``mapInArrow``).
 
 Throughput is what landed on the broker (for the no-ops: the rows their tasks saw) over the
-seconds of the write action. The last lines printed are the ratios of KafkaSink to its peers.
+seconds of the write action. The last lines printed are the ratios of KafkaSink (arrow mode) to
+its peers.
 
-    python -m bench.spark --rows 100000 --contenders ours,builtin,confluent
+    python -m bench.spark --rows 100000 --contenders ours-arrow,ours-rows,builtin,confluent
 """
 
 from __future__ import annotations
@@ -37,11 +40,14 @@ from . import admin
 from .peers import SETTINGS
 from .workers import WorkerPeaks
 
-CONTENDERS = ("ours", "builtin", "confluent", "noop-foreach", "noop-arrow")
-LABELS = {"ours": "KafkaSink (ours)", "builtin": "Spark built-in sink",
+CONTENDERS = ("ours-arrow", "ours-rows", "builtin", "confluent", "noop-foreach", "noop-arrow")
+ALIASES = {"ours": "ours-arrow"}
+LABELS = {"ours-arrow": "KafkaSink arrow (ours)", "ours-rows": "KafkaSink rows (ours)",
+          "builtin": "Spark built-in sink",
           "confluent": "confluent foreachPartition", "noop-foreach": "no-op foreachPartition",
           "noop-arrow": "no-op mapInArrow"}
-WRITES_TO_KAFKA = ("ours", "builtin", "confluent")
+WRITES_TO_KAFKA = ("ours-arrow", "ours-rows", "builtin", "confluent")
+RATIO_OF = "ours-arrow"  # the contender the last lines compare with its peers
 TOPIC_PARTITIONS = 6
 DF_PARTITIONS = 2  # one per local[2] core
 DRIVER_MEMORY = "1g"
@@ -336,10 +342,11 @@ def kafka_options() -> dict[str, str]:
     return {f"kafka.{name}": value for name, value in SETTINGS.as_properties().items()}
 
 
-def write_ours(ctx: Context, topic: str) -> Outcome:
+def write_ours(mode: str, ctx: Context, topic: str) -> Outcome:
     from spark_kafka_sink.spark.sink import KafkaSink
 
-    KafkaSink(**{"kafka.bootstrap.servers": ctx.bootstrap, "topic": topic, **kafka_options()}).write(ctx.df)
+    KafkaSink(**{"kafka.bootstrap.servers": ctx.bootstrap, "topic": topic, "mode": mode,
+                 **kafka_options()}).write(ctx.df)
     return Outcome()
 
 
@@ -371,7 +378,8 @@ def run_noop_arrow(ctx: Context, topic: str | None) -> Outcome:
 
 
 RUNNERS: dict[str, Callable[[Context, Any], Outcome]] = {
-    "ours": write_ours, "builtin": write_builtin, "confluent": write_confluent,
+    "ours-arrow": partial(write_ours, "arrow"), "ours-rows": partial(write_ours, "rows"),
+    "builtin": write_builtin, "confluent": write_confluent,
     "noop-foreach": run_noop_foreach, "noop-arrow": run_noop_arrow,
 }
 
@@ -502,18 +510,19 @@ def table(rows: list[Attempt]) -> str:
 
 @dataclass(frozen=True)
 class Ratio:
-    """KafkaSink's rows/s over a peer's, from the same run (``None`` if either is missing)."""
+    """KafkaSink's (arrow mode) rows/s over a peer's, from the same run (``None`` if either is
+    missing)."""
 
     peer: str
     value: float | None
 
     def line(self) -> str:
-        return f"KafkaSink / {LABELS[self.peer]}: {_fmt(self.value, '.2f') if self.value else 'n/a'}"
+        return f"KafkaSink arrow / {LABELS[self.peer]}: {_fmt(self.value, '.2f') if self.value else 'n/a'}"
 
 
 def ratios(rows: list[Attempt]) -> list[Ratio]:
     rates = {r.contender: r.rows_per_s for r in rows if r.status == "ok" and r.rows_per_s}
-    ours = rates.get("ours")
+    ours = rates.get(RATIO_OF)
     return [Ratio(peer, ours / rates[peer] if ours and rates.get(peer) else None)
             for peer in ("builtin", "confluent", "noop-arrow")]
 
@@ -524,7 +533,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="rows in the cached DataFrame (1,000,000)")
     parser.add_argument("--value-size", type=int, default=100, help="value bytes (100)")
     parser.add_argument("--contenders", default=",".join(CONTENDERS),
-                        help=f"comma list of {', '.join(CONTENDERS)}")
+                        help=f"comma list of {', '.join(CONTENDERS)} ('ours' is 'ours-arrow')")
     parser.add_argument("--max-seconds", type=float, default=180.0,
                         help="cap per contender and attempt (180)")
     parser.add_argument("--repeat", type=int, default=1, help="attempts per contender, the best one kept (1)")
@@ -539,7 +548,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.connector_version = f"{pyspark.__version__},{FALLBACK_CONNECTOR}"
     versions = (v.strip() for v in args.connector_version.split(","))
     args.connector_versions = list(dict.fromkeys(v for v in versions if v))
-    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    named = (ALIASES.get(c.strip(), c.strip()) for c in args.contenders.split(",") if c.strip())
+    args.contenders = list(dict.fromkeys(named))
     unknown = sorted(set(args.contenders) - set(CONTENDERS))
     if unknown:
         parser.error(f"unknown contender(s) {unknown}; choose from {list(CONTENDERS)}")
