@@ -40,6 +40,14 @@ class ArrowColumns:
     timestamp: Any = None
     partition: Any = None
 
+    def slice(self, start: int, stop: int) -> ArrowColumns:
+        """Rows ``start:stop`` (zero-copy slices of every column)."""
+        def cut(array: Any) -> Any:
+            return None if array is None else array.slice(start, stop - start)
+
+        return ArrowColumns(stop - start, cut(self.value), cut(self.key), cut(self.headers),
+                            cut(self.timestamp), cut(self.partition))
+
 
 def resolve_columns(data: Any, *, value: Any = "value", key: Any = DEFAULT,
                     headers: Any = DEFAULT, timestamp: Any = DEFAULT,

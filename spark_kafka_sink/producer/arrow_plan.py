@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import InvalidPartitionError
 from .partitioner import UNKNOWN_PARTITION, StickyPartitioner, TopicView, partitions_for_keys
 
-__all__ = ["PartitionGroup", "PartitionPlan", "plan_partitions", "sticky_runs"]
+__all__ = ["PartitionGroup", "PartitionPlan", "group_by_partition", "plan_partitions", "sticky_runs"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,11 @@ class PartitionPlan:
     @property
     def row_count(self) -> int:
         return len(self.partitions)
+
+    def slice(self, start: int, stop: int) -> PartitionPlan:
+        """The plan of rows ``start:stop`` alone (row indices relative to ``start``)."""
+        partitions = self.partitions[start:stop]
+        return PartitionPlan(partitions, group_by_partition(partitions))
 
 
 def plan_partitions(topic: str, view: TopicView, *, rows: int, keys: Any = None,
@@ -77,7 +82,7 @@ def plan_partitions(topic: str, view: TopicView, *, rows: int, keys: Any = None,
         if sticky is None or sizes is None:
             raise ValueError("rows without a key or a partition need a sticky partitioner and sizes")
         partitions[unassigned] = sticky_runs(topic, view, sticky, np.asarray(sizes)[unassigned])
-    return PartitionPlan(partitions, _groups(partitions))
+    return PartitionPlan(partitions, group_by_partition(partitions))
 
 
 def _apply_explicit(topic: str, count: int, explicit: Any, partitions: np.ndarray) -> None:
@@ -117,7 +122,7 @@ def sticky_runs(topic: str, view: TopicView, sticky: StickyPartitioner,
     return out
 
 
-def _groups(partitions: np.ndarray) -> tuple[PartitionGroup, ...]:
+def group_by_partition(partitions: np.ndarray) -> tuple[PartitionGroup, ...]:
     """Row indices per partition (stable: input order within each), partitions ascending."""
     if not len(partitions):
         return ()

@@ -8,7 +8,10 @@ The steps, each over whole columns (no Python loop over rows):
    (:func:`~spark_kafka_sink.record.arrow.prepare_records`) and check each record against
    ``max.request.size`` and ``buffer.memory``, naming the first row too large;
 4. only when every row passed: split each partition's rows into ``batch.size`` batches and encode
-   them (:func:`~spark_kafka_sink.record.arrow.encode_prepared`);
+   them (:func:`~spark_kafka_sink.record.arrow.encode_prepared`). A large input is encoded and
+   queued in consecutive row chunks of a bounded size (:func:`row_chunks`), so one send holds
+   at most one chunk's encoded copy beyond ``buffer.memory``; every chunk is size-checked
+   before the first is queued;
 5. queue the batches, one partition after another in turns so that every leader gets work early,
    with :meth:`~.accumulator.RecordAccumulator.append_batch`: memory from the buffer pool (this
    blocks within ``max.block.ms`` when the pool is exhausted: backpressure), then the ordinary
@@ -34,7 +37,8 @@ from ..structs import TopicPartition
 from .arrow_input import ArrowColumns
 from .arrow_plan import PartitionGroup, PartitionPlan
 
-__all__ = ["PreparedPartition", "prepare_partitions", "encode_partitions", "turns", "row_sizes"]
+__all__ = ["PreparedPartition", "prepare_partitions", "encode_partitions", "row_chunks", "turns",
+           "row_sizes"]
 
 
 @dataclass(frozen=True)
@@ -59,11 +63,24 @@ def _lengths(array: Any) -> np.ndarray:
     return pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
+def row_chunks(sizes: np.ndarray, budget: int) -> list[tuple[int, int]]:
+    """Consecutive row ranges of at most ``budget`` bytes each (by ``sizes``; a row larger than
+    the budget is a range of its own): how ``send_arrow`` bounds the memory one encoding pass
+    takes, whatever the size of the input."""
+    ends = np.cumsum(sizes, dtype=np.int64)
+    chunks, start, done = [], 0, 0
+    while start < len(sizes):
+        stop = max(start + 1, int(np.searchsorted(ends, done + budget, side="right")))
+        chunks.append((start, stop))
+        start, done = stop, int(ends[stop - 1])
+    return chunks
+
+
 def prepare_partitions(topic: str, columns: ArrowColumns, timestamps: np.ndarray,
-                       plan: PartitionPlan, max_record_size: int,
-                       limit_name: str) -> list[PreparedPartition]:
-    """Step 3: each partition's records prepared and size-checked; raises before anything is
-    queued (``RecordTooLargeError`` naming the input row)."""
+                       plan: PartitionPlan, max_record_size: int, limit_name: str, *,
+                       row_offset: int = 0) -> list[PreparedPartition]:
+    """Step 3: each partition's records prepared and size-checked (``RecordTooLargeError``
+    naming the input row: ``row_offset`` plus the row in ``columns``)."""
     prepared = []
     for group in plan.groups:
         records = prepare_records(*_take(columns, group, plan), timestamp_ms=timestamps[group.rows])
@@ -72,7 +89,7 @@ def prepare_partitions(topic: str, columns: ArrowColumns, timestamps: np.ndarray
         if len(too_large):
             first = int(too_large[0])
             raise RecordTooLargeError(
-                f"row {int(group.rows[first])} of the input is {int(bounds[first])} bytes when "
+                f"row {row_offset + int(group.rows[first])} of the input is {int(bounds[first])} bytes when "
                 f"serialized, which is larger than {max_record_size}, the value of the {limit_name} "
                 f"configuration ({len(too_large)} row(s) of partition {group.partition} are too large)")
         prepared.append(PreparedPartition(TopicPartition(topic, group.partition), group.rows, records))

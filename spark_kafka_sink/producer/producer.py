@@ -49,6 +49,10 @@ log = logging.getLogger(__name__)
 
 _client_ids = itertools.count(1)
 
+_ARROW_CHUNK_BYTES = 8 << 20
+"""Key and value bytes ``send_arrow`` encodes in one pass (at least 4 x ``batch.size``): bounds
+the encoded copy a large input holds beyond ``buffer.memory``."""
+
 _LEVEL_ATTRIBUTE = {
     CompressionType.GZIP: "compression_gzip_level",
     CompressionType.LZ4: "compression_lz4_level",
@@ -224,7 +228,7 @@ class KafkaProducer:
         most ``max.block.ms``; rows that could not be queued fail in the result with that error.
         """
         from .arrow_plan import plan_partitions  # pyarrow loads with the first Arrow send only
-        from .arrow_send import encode_partitions, prepare_partitions, row_sizes, turns
+        from .arrow_send import encode_partitions, prepare_partitions, row_chunks, row_sizes, turns
 
         if self._closed:
             raise ProducerClosedError("cannot send after the producer is closed")
@@ -236,22 +240,38 @@ class KafkaProducer:
         clock = self._clock
         snapshot = self._metadata.await_topic(topic, self._max_block_ms, clock)
         timestamps = timestamps_ms(columns.timestamp, columns.rows, clock.now_ms())
+        sizes = row_sizes(columns)
         plan = plan_partitions(topic, self._route(snapshot, topic).view, rows=columns.rows,
-                               keys=columns.key, explicit=columns.partition,
-                               sizes=row_sizes(columns), sticky=self._partitioner,
-                               ignore_keys=self._ignore_keys)
+                               keys=columns.key, explicit=columns.partition, sizes=sizes,
+                               sticky=self._partitioner, ignore_keys=self._ignore_keys)
         cfg = self.config
         limit = "max.request.size" if cfg.max_request_size <= cfg.buffer_memory else "buffer.memory"
-        prepared = prepare_partitions(topic, columns, timestamps, plan, self._max_record_size, limit)
-        encoded = encode_partitions(prepared, batch_size=cfg.batch_size,
-                                    compression_type=self._accumulator.compression_type,
-                                    compression_level=self._accumulator.compression_level)
-        self._queue_batches(turns(encoded), result)
+
+        def prepare(start: int, stop: int) -> list:
+            return prepare_partitions(topic, columns.slice(start, stop), timestamps[start:stop],
+                                      plan.slice(start, stop), self._max_record_size, limit,
+                                      row_offset=start)
+
+        chunks = row_chunks(sizes, max(_ARROW_CHUNK_BYTES, 4 * cfg.batch_size))
+        first = prepare(*chunks[0])
+        for start, stop in chunks[1:]:  # every record is checked before anything is queued
+            prepare(start, stop)
+        for index, (start, stop) in enumerate(chunks):
+            prepared = first if index == 0 else prepare(start, stop)
+            encoded = encode_partitions(prepared, batch_size=cfg.batch_size,
+                                        compression_type=self._accumulator.compression_type,
+                                        compression_level=self._accumulator.compression_level)
+            error = self._queue_batches(turns(encoded), result)
+            if error is not None:  # the rows of the later chunks were never queued either
+                for group in plan.slice(stop, columns.rows).groups:
+                    result.not_queued(error, TopicPartition(topic, group.partition), len(group.rows))
+                break
         return result
 
-    def _queue_batches(self, batches: list, result: ArrowSendResult) -> None:
+    def _queue_batches(self, batches: list, result: ArrowSendResult) -> KafkaError | None:
         """Hand encoded batches to the accumulator in order; each may wait ``max.block.ms`` for
-        memory. On a failure, the batches not queued fail in ``result`` with its error."""
+        memory. On a failure, the batches not queued fail in ``result`` with its error, which is
+        returned."""
         for index, (tp, encoded) in enumerate(batches):
             try:
                 self._accumulator.append_batch(tp, encoded.builder, result, self._max_block_ms,
@@ -259,8 +279,9 @@ class KafkaProducer:
             except KafkaError as error:
                 for left_tp, left in batches[index:]:
                     result.not_queued(error, left_tp, left.record_count)
-                return
+                return error
             self._sender.wakeup()
+        return None
 
     def _wake_for_new_batch(self, now_ms: int) -> None:
         """A new batch is sendable ``linger.ms`` from now: wake the sender only if it would sleep

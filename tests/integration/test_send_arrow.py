@@ -156,3 +156,36 @@ def test_timestamps_from_a_microsecond_column(kafka):
         producer.send_arrow(topic, data).raise_for_errors(30)
     [record] = consume_all(bootstrap, topic, 1, expected_count=1)[0]
     assert record.timestamp_ms == int(when.timestamp() * 1000) // 1
+
+
+def test_a_large_input_goes_in_chunks_in_order(kafka):
+    bootstrap = kafka.bootstrap_servers
+    topic = unique("arrow-chunks")
+    create_topic(bootstrap, topic, PARTITIONS)
+    total = 12_000  # 12 MB of values: more than one 8 MB encoding pass
+    data = pa.table({"key": pa.array([f"k{i % 100}" for i in range(total)]),
+                     "value": pa.array([f"{i:08d}".encode() + b"v" * 992 for i in range(total)])})
+    with KafkaProducer({"bootstrap.servers": bootstrap, "buffer.memory": 4 << 20}) as producer:
+        result = producer.send_arrow(topic, data)
+        result.raise_for_errors(60)
+        assert result.acked == total
+    seen, last_by_key = 0, {}
+    for records in consume_all(bootstrap, topic, PARTITIONS, expected_count=total).values():
+        for m in records:
+            i = int(m.value[:8])
+            assert last_by_key.get(m.key, -1) < i
+            last_by_key[m.key] = i
+            seen += 1
+    assert seen == total
+
+
+def test_a_record_too_large_in_a_later_chunk_stops_everything(kafka):
+    bootstrap = kafka.bootstrap_servers
+    topic = unique("arrow-late-big")
+    create_topic(bootstrap, topic, 1)
+    values = [b"x" * 100_000] * 99 + [b"y" * 300_000]  # about 10 MB: two encoding passes
+    with KafkaProducer({"bootstrap.servers": bootstrap, "max.request.size": 200_000}) as producer:
+        with pytest.raises(RecordTooLargeError, match="row 99 of the input"):
+            producer.send_arrow(topic, pa.table({"value": values}))
+        producer.flush()
+    assert end_offsets(bootstrap, topic, 1) == {0: 0}

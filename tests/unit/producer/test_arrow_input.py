@@ -110,3 +110,20 @@ def test_wait_wakes_when_the_last_batch_completes():
     timer.start()
     assert result.wait(5)
     timer.join()
+
+
+def test_columns_slice_every_column_zero_copy():
+    data = table(value=pa.array([b"a", b"b", b"c"]), key=pa.array(["x", "y", "z"]),
+                 partition=pa.array([0, 1, 2]))
+    part = resolve_columns(data).slice(1, 3)
+    assert part.rows == 2 and part.value.to_pylist() == [b"b", b"c"] and part.key.to_pylist() == ["y", "z"]
+    assert part.partition.to_pylist() == [1, 2] and part.headers is None and part.timestamp is None
+
+
+def test_row_chunks_bound_the_bytes_of_each_pass():
+    from spark_kafka_sink.producer.arrow_send import row_chunks
+
+    sizes = np.array([4, 4, 4, 10, 1, 1, 4], dtype=np.int64)
+    assert row_chunks(sizes, 8) == [(0, 2), (2, 3), (3, 4), (4, 7)]
+    assert row_chunks(sizes, 100) == [(0, 7)]
+    assert row_chunks(np.array([], dtype=np.int64), 8) == []

@@ -94,3 +94,11 @@ def test_rows_without_key_need_sizes_and_a_partitioner():
 def test_empty_input():
     plan = plan_partitions("t", VIEW, rows=0, keys=pa.array([], pa.binary()))
     assert plan.groups == () and plan.row_count == 0
+
+
+def test_a_plan_slice_regroups_its_rows():
+    keys = pa.array([f"k{i}".encode() for i in range(40)], pa.binary())
+    plan = plan_partitions("t", VIEW, rows=40, keys=keys)
+    part = plan.slice(10, 25)
+    assert part.partitions.tolist() == plan.partitions[10:25].tolist()
+    assert sorted(int(r) for g in part.groups for r in g.rows) == list(range(15))
