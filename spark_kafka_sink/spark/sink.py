@@ -13,15 +13,16 @@ producer: ``arrow`` (the default) runs ``df.mapInArrow`` with an
 :class:`~spark_kafka_sink.spark.arrow_writer.ArrowWriter`, which hands Spark's Arrow batches whole
 to ``KafkaProducer.send_arrow`` and yields one stats row per task, collected on the driver;
 ``rows`` runs ``df.foreachPartition`` with a
-:class:`~spark_kafka_sink.spark.partition_writer.PartitionWriter`, one ``send`` per row. The DataFrame's schema is checked on the
-driver (:func:`~spark_kafka_sink.spark.schema.validate_schema`) once per distinct schema, before
-any task runs, so a bad column fails the batch without sending anything.
+:class:`~spark_kafka_sink.spark.partition_writer.PartitionWriter`, one ``send`` per row. The
+DataFrame's schema is checked on the driver (:func:`~spark_kafka_sink.spark.schema.validate_schema`)
+once per distinct schema, before any task runs, so a bad column fails the batch without sending
+anything.
 
 Metrics (:mod:`~spark_kafka_sink.spark.metrics`): every successful task reports its figures, in
-its stats row (arrow mode) or to a Spark accumulator (rows mode). After each micro-batch (or ``write``) the driver logs one line and
-keeps the figures, by Java-style name, in ``sink.last_metrics`` and ``sink.metrics_history`` (the
-last :data:`HISTORY_SIZE` ``(batch_id, metrics)`` entries; ``batch_id`` is ``None`` for
-``write``). A write that fails publishes nothing. On Spark Connect (no ``sparkContext``, so no
+its stats row (arrow mode) or to a Spark accumulator (rows mode). After each micro-batch (or
+``write``) the driver logs one line and keeps the figures, by Java-style name, in
+``sink.last_metrics`` and ``sink.metrics_history`` (the last :data:`HISTORY_SIZE`
+``(batch_id, metrics)`` entries; ``batch_id`` is ``None`` for ``write``). A write that fails publishes nothing. On Spark Connect (no ``sparkContext``, so no
 accumulators) arrow mode collects metrics as everywhere; rows mode writes but collects none:
 ``last_metrics`` stays ``None``.
 
