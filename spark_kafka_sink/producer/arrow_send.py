@@ -88,10 +88,12 @@ def prepare_partitions(topic: str, columns: ArrowColumns, timestamps: np.ndarray
         too_large = np.flatnonzero(bounds > max_record_size)
         if len(too_large):
             first = int(too_large[0])
-            raise RecordTooLargeError(
+            error = RecordTooLargeError(
                 f"row {row_offset + int(group.rows[first])} of the input is {int(bounds[first])} bytes when "
                 f"serialized, which is larger than {max_record_size}, the value of the {limit_name} "
                 f"configuration ({len(too_large)} row(s) of partition {group.partition} are too large)")
+            error.row, error.partition = row_offset + int(group.rows[first]), group.partition
+            raise error
         prepared.append(PreparedPartition(TopicPartition(topic, group.partition), group.rows, records))
     return prepared
 

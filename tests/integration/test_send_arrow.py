@@ -134,8 +134,9 @@ def test_errors_are_raised_before_anything_is_queued(kafka):
     create_topic(bootstrap, topic, 2)
     with KafkaProducer({"bootstrap.servers": bootstrap, "max.request.size": 10_000}) as producer:
         big = pa.table({"value": [b"a", b"b" * 20_000, b"c"]})
-        with pytest.raises(RecordTooLargeError, match=r"row 1 of the input is \d+ bytes.*max.request.size"):
+        with pytest.raises(RecordTooLargeError, match=r"row 1 of the input is \d+ bytes.*max.request.size") as info:
             producer.send_arrow(topic, big)
+        assert info.value.row == 1 and info.value.partition in (0, 1)
         with pytest.raises(InvalidPartitionError, match="row 1: invalid partition 5"):
             producer.send_arrow(topic, pa.table({"value": [b"a", b"b"], "partition": [0, 5]}))
         with pytest.raises(TypeError, match="the value column has type int64"):
