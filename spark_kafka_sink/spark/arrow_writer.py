@@ -48,7 +48,7 @@ import numpy as np
 
 from .metrics import SinkTaskMetrics
 from .options import TOPIC, SinkConfig, topic_name_problem
-from .partition_writer import _Outcome, _TaskInfo, run_task, task_info
+from .partition_writer import TaskRun, _Outcome, _TaskInfo, run_task, task_info
 from .producer_pool import ProducerPool, get_pool
 from .rows import RowError
 from .schema import HEADERS_TYPE, Kind, WriteSchema
@@ -146,9 +146,14 @@ class ArrowWriter:
         self._pool = pool
         self._task = task
 
+    def run(self, batches: Iterable[Any]) -> TaskRun:
+        """Write every batch (the task's whole partition) and check; the task's run. Raises the
+        task's first error."""
+        return run_task(self.sink_config, self._pool, self._task,
+                        lambda producer, outcome: self._send_all(producer, batches, outcome), _Outcome())
+
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
-        run = run_task(self.sink_config, self._pool, self._task,
-                       lambda producer, outcome: self._send_all(producer, batches, outcome), _Outcome())
+        run = self.run(batches)
         stats = run.stats()
         log.debug("partition %d (attempt %d) written: %s", stats.partition_id, stats.attempt, stats)
         yield stats_batch(stats.partition_id, stats.attempt, stats.duration_ms, run.metrics())

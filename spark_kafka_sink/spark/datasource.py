@@ -18,11 +18,15 @@ Where each step runs (PySpark's ``pyspark.sql.worker`` modules):
   :func:`validate_schema` there, so a bad option or column fails ``save()`` / ``start()`` with the
   same message as :class:`~spark_kafka_sink.spark.sink.KafkaSink`, before any task runs or any
   record is sent. Spark wraps the error in its own exception; the message is kept.
-- ``write(rows)``: in each task, on the executors. It is
-  :class:`~spark_kafka_sink.spark.partition_writer.PartitionWriter` (lease a pooled producer, send,
-  flush, check; the first error fails the task; a retry gets a fresh producer), with a
-  :class:`_Collector` as its accumulator. The task returns a :class:`KafkaCommitMessage` carrying
-  its :class:`~spark_kafka_sink.spark.metrics.SinkTaskMetrics`.
+- ``write(...)``: in each task, on the executors. In arrow mode (option ``mode``, the default)
+  the writers are Spark's Arrow writers: the task gets Arrow batches and runs
+  :class:`~spark_kafka_sink.spark.arrow_writer.ArrowWriter` (``send_arrow``), as ``KafkaSink``
+  does; a schema whose columns would need renaming first (a repeated name, header fields not
+  named exactly ``key``/``value``) and Spark 4.0 streams write rows instead. In rows mode it is
+  :class:`~spark_kafka_sink.spark.partition_writer.PartitionWriter` with a :class:`_Collector` as
+  its accumulator. Either way: lease a pooled producer, send, flush, check; the first error
+  fails the task; a retry gets a fresh producer. The task returns a :class:`KafkaCommitMessage`
+  carrying its :class:`~spark_kafka_sink.spark.metrics.SinkTaskMetrics`.
 - ``commit(messages)`` / ``abort(messages)``: in another Python worker on the driver, once the
   tasks are done (for a stream, once per micro-batch; Spark builds a fresh ``streamWriter`` there).
   ``commit`` merges the messages' metrics and logs one line
@@ -52,8 +56,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from pyspark.sql import datasource as _spark_datasource
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceStreamWriter,
     DataSourceWriter,
     WriterCommitMessage,
@@ -61,9 +67,12 @@ from pyspark.sql.datasource import (
 
 from ..errors import ConfigError
 from .metrics import SinkTaskMetrics, format_line
-from .options import SinkConfig
+from .arrow_writer import ArrowWriter
+from .options import ARROW, SinkConfig
 from .partition_writer import PartitionWriter
 from .schema import WriteSchema, validate_schema
+
+DataSourceStreamArrowWriter = getattr(_spark_datasource, "DataSourceStreamArrowWriter", None)
 
 __all__ = ["NAME", "KafkaDataSource", "KafkaCommitMessage", "register", "merge_messages",
            "commit_line", "abort_line"]
@@ -121,12 +130,17 @@ class KafkaDataSource(DataSource):
                 f"save mode 'overwrite' is not supported by {NAME!r}: Kafka cannot replace a topic's "
                 f"records, it can only append; use mode('append')")
         config, write_schema = _prepare(self.options, schema)
+        if config.mode == ARROW and _arrow_usable(schema, write_schema):
+            return KafkaArrowBatchWriter(config, write_schema)
         return KafkaBatchWriter(config, write_schema)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
         # overwrite is the 'complete' output mode: accepted, as Spark's Kafka sink does (every
         # micro-batch sends the whole result table; Kafka has nothing to truncate).
         config, write_schema = _prepare(self.options, schema)
+        if config.mode == ARROW and KafkaArrowStreamWriter is not None \
+                and _arrow_usable(schema, write_schema):
+            return KafkaArrowStreamWriter(config, write_schema)
         return KafkaStreamWriter(config, write_schema)
 
     def reader(self, schema: Any) -> Any:
@@ -151,6 +165,27 @@ def _write_task(config: SinkConfig, write_schema: WriteSchema, rows: Iterator[An
     stats = PartitionWriter(config, write_schema, accumulator=collector, **seams)(rows)
     return KafkaCommitMessage(collector.metrics or SinkTaskMetrics(), stats.partition_id,
                               stats.attempt, started_at, time.time())
+
+
+def _write_arrow_task(config: SinkConfig, write_schema: WriteSchema, batches: Iterator[Any],
+                      **seams: Any) -> KafkaCommitMessage:
+    """One task in arrow mode: ``ArrowWriter`` over Spark's Arrow batches (``send_arrow``)."""
+    started_at = time.time()
+    run = ArrowWriter(config, write_schema, **seams).run(batches)
+    stats = run.stats()
+    return KafkaCommitMessage(run.metrics(), stats.partition_id, stats.attempt, started_at, time.time())
+
+
+def _arrow_usable(schema: Any, write_schema: WriteSchema) -> bool:
+    """Whether Spark's Arrow batches can go to ``send_arrow`` by column name as they are: no
+    repeated column name, and header structs named exactly ``key``/``value``. Otherwise the
+    source writes rows (``KafkaSink``'s arrow mode renames columns first; a data source cannot)."""
+    names = [field.name for field in schema.fields]
+    if len(set(names)) != len(names):
+        return False
+    headers = write_schema.headers
+    return headers is None or \
+        schema.fields[headers.index].dataType.elementType.fieldNames() == ["key", "value"]
 
 
 class _Writer:
@@ -186,6 +221,24 @@ class KafkaStreamWriter(_Writer, DataSourceStreamWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         _driver_log().warning("%s", abort_line(batchId, messages))
+
+
+class _ArrowWrite:
+    """``write`` takes Spark's Arrow batches (an Arrow writer base class) and sends them whole."""
+
+    def write(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
+        return _write_arrow_task(self.config, self.write_schema, iterator)
+
+
+class KafkaArrowBatchWriter(_ArrowWrite, KafkaBatchWriter, DataSourceArrowWriter):
+    """The batch writer in arrow mode (the default ``mode``)."""
+
+
+if DataSourceStreamArrowWriter is not None:
+    class KafkaArrowStreamWriter(_ArrowWrite, KafkaStreamWriter, DataSourceStreamArrowWriter):
+        """The stream writer in arrow mode (Spark 4.1+)."""
+else:  # Spark 4.0 has no Arrow stream writer: streams write rows
+    KafkaArrowStreamWriter = None
 
 
 def _driver_log() -> logging.Logger:

@@ -35,7 +35,8 @@ def registered(spark):
     return spark
 
 
-def test_batch_save_with_keys_headers_and_timestamps(registered, kafka):
+@pytest.mark.parametrize("mode", ["arrow", "rows"])
+def test_batch_save_with_keys_headers_and_timestamps(registered, kafka, mode):
     from pyspark.sql.types import (ArrayType, BinaryType, StringType, StructField, StructType,
                                    TimestampType)
 
@@ -56,7 +57,7 @@ def test_batch_save_with_keys_headers_and_timestamps(registered, kafka):
         expected[key.encode()] = (value, headers, int(ts.timestamp() * 1000))
     df = spark.createDataFrame(data, schema).repartition(3)
 
-    (df.write.format(NAME).option("kafka.bootstrap.servers", bootstrap)
+    (df.write.format(NAME).option("kafka.bootstrap.servers", bootstrap).option("mode", mode)
      .option("kafka.linger.ms", "5").option("topic", topic).mode("append").save())
 
     records = consume_all(bootstrap, topic, PARTITIONS, expected_count=len(expected))
@@ -68,7 +69,8 @@ def test_batch_save_with_keys_headers_and_timestamps(registered, kafka):
     assert set(got) == set(expected) and set(got.values()) == {1}
 
 
-def test_streaming_available_now_writes_every_row_once(registered, kafka, tmp_path):
+@pytest.mark.parametrize("mode", ["arrow", "rows"])
+def test_streaming_available_now_writes_every_row_once(registered, kafka, tmp_path, mode):
     from pyspark.sql import functions as F
 
     spark, bootstrap, topic = registered, kafka.bootstrap_servers, unique("stream")
@@ -89,6 +91,7 @@ def test_streaming_available_now_writes_every_row_once(registered, kafka, tmp_pa
                       .alias("headers"),
                       F.timestamp_millis(F.col("ts")).alias("timestamp")))
     query = (stream.writeStream.format(NAME).option("kafka.bootstrap.servers", bootstrap)
+             .option("mode", mode)
              .option("topic", topic).option("checkpointLocation", str(tmp_path / "checkpoint"))
              .trigger(availableNow=True).start())
     try:

@@ -60,6 +60,25 @@ def test_name_and_writers():
     assert writer.config.topic == "t" and writer.write_schema.key is not None
 
 
+def test_arrow_mode_picks_the_arrow_writers_unless_columns_need_renaming():
+    from pyspark.sql.datasource import DataSourceArrowWriter
+    from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
+
+    from spark_kafka_sink.spark.datasource import KafkaArrowBatchWriter, KafkaArrowStreamWriter
+
+    assert isinstance(source(topic="t").writer(SCHEMA, False), KafkaArrowBatchWriter)
+    assert isinstance(source(topic="t").writer(SCHEMA, False), DataSourceArrowWriter)
+    if KafkaArrowStreamWriter is not None:
+        assert isinstance(source(topic="t").streamWriter(SCHEMA, False), KafkaArrowStreamWriter)
+    rows = source(topic="t", mode="rows").writer(SCHEMA, False)
+    assert not isinstance(rows, DataSourceArrowWriter)
+    odd_headers = StructType([StructField("value", StringType()), StructField("headers", ArrayType(
+        StructType([StructField("KEY", StringType()), StructField("Value", BinaryType())])))])
+    assert not isinstance(source(topic="t").writer(odd_headers, False), DataSourceArrowWriter)
+    repeated = StructType([StructField("value", StringType()), StructField("value", BinaryType())])
+    assert not isinstance(source(topic="t").writer(repeated, False), DataSourceArrowWriter)
+
+
 def test_writer_pickles_as_config_and_columns():
     writer = source(topic="t", **{"kafka.linger.ms": "7"}).writer(SCHEMA, False)
     shipped = pickle.loads(pickle.dumps(writer))
