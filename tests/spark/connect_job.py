@@ -1,0 +1,41 @@
+"""KafkaSink over Spark Connect, run in its own process (``test_spark_connect.py``).
+
+``python -m tests.spark.connect_job BOOTSTRAP ARROW_TOPIC ROWS_TOPIC ROWS OUT`` from the
+repository root, with ``session.SPARK_ENV`` and ``SPARK_CONF_DIR`` set (Spark Connect's local
+server reads its static settings, loopback included, from that directory's spark-defaults.conf:
+they cannot be changed once it runs). ``SparkSession.builder.remote("local[2]")`` starts a local
+Spark Connect server; the session it returns has no ``sparkContext``, so no accumulators.
+
+Writes ROWS rows with ``KafkaSink`` in arrow mode to ARROW_TOPIC and in rows mode to ROWS_TOPIC,
+and stores both sinks' ``last_metrics`` (and the session's type) in OUT as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from spark_kafka_sink import KafkaSink
+
+
+def main(bootstrap: str, arrow_topic: str, rows_topic: str, rows: int, out: str) -> None:
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.remote("local[2]").getOrCreate()
+    try:
+        df = spark.range(0, rows, 1, 2).selectExpr("cast(id as string) as key",
+                                                   "concat('v', cast(id as string)) as value")
+        arrow = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "topic": arrow_topic})
+        arrow.write(df)
+        plain = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "topic": rows_topic, "mode": "rows"})
+        plain.write(df)
+        with open(out, "w") as handle:
+            json.dump({"session": type(spark).__module__, "arrow": arrow.last_metrics,
+                       "rows": plain.last_metrics}, handle)
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    bootstrap_servers, first_topic, second_topic, row_count, out_path = sys.argv[1:]
+    main(bootstrap_servers, first_topic, second_topic, int(row_count), out_path)
