@@ -4,14 +4,15 @@ The steps, each over whole columns (no Python loop over rows):
 
 1. resolve and check the columns (:func:`~.arrow_input.resolve_columns`), timestamps in ms;
 2. choose every row's partition (:func:`~.arrow_plan.plan_partitions`) and group the rows;
-3. per partition, encode the batch-independent parts of the records
-   (:func:`~spark_kafka_sink.record.arrow.prepare_records`) and check each record against
-   ``max.request.size`` and ``buffer.memory``, naming the first row too large;
+3. sort the rows by partition (one ``take`` per column), encode the batch-independent parts of
+   the records in one pass (:func:`~spark_kafka_sink.record.arrow.prepare_records`) and check
+   each record against ``max.request.size`` and ``buffer.memory``, naming the first row too
+   large;
 4. only when every row passed: split each partition's rows into ``batch.size`` batches and encode
-   them (:func:`~spark_kafka_sink.record.arrow.encode_prepared`). A large input is encoded and
-   queued in consecutive row chunks of a bounded size (:func:`row_chunks`), so one send holds
-   at most one chunk's encoded copy beyond ``buffer.memory``; every chunk is size-checked
-   before the first is queued;
+   them, all partitions in one pass (:func:`~spark_kafka_sink.record.arrow.encode_prepared` with
+   a segment per partition). A large input is encoded and queued in consecutive row chunks of a
+   bounded size (:func:`row_chunks`), so one send holds at most one chunk's encoded copy beyond
+   ``buffer.memory``; every chunk is size-checked before the first is queued;
 5. queue the batches, one partition after another in turns so that every leader gets work early,
    with :meth:`~.accumulator.RecordAccumulator.append_batch`: memory from the buffer pool (this
    blocks within ``max.block.ms`` when the pool is exhausted: backpressure), then the ordinary
@@ -35,19 +36,20 @@ from ..record.arrow import (ArrowRecords, EncodedBatch, encode_prepared, encoder
                             prepare_records)
 from ..structs import TopicPartition
 from .arrow_input import ArrowColumns
-from .arrow_plan import PartitionGroup, PartitionPlan
+from .arrow_plan import PartitionPlan
 
-__all__ = ["PreparedPartition", "prepare_partitions", "encode_partitions", "row_chunks", "turns",
-           "row_sizes"]
+__all__ = ["PreparedRows", "prepare_rows", "encode_rows", "row_chunks", "turns", "row_sizes"]
 
 
 @dataclass(frozen=True)
-class PreparedPartition:
-    """One partition's rows of the input (``rows``: input row indices), prepared for encoding."""
+class PreparedRows:
+    """A chunk's rows in partition order, prepared once: partition ``partitions[i]`` holds rows
+    ``starts[i]:starts[i + 1]`` of ``records`` (``starts`` ends with the row count)."""
 
-    topic_partition: TopicPartition
-    rows: np.ndarray
+    topic: str
     records: ArrowRecords
+    partitions: tuple[int, ...]
+    starts: np.ndarray
 
 
 def row_sizes(columns: ArrowColumns) -> np.ndarray:
@@ -76,45 +78,48 @@ def row_chunks(sizes: np.ndarray, budget: int) -> list[tuple[int, int]]:
     return chunks
 
 
-def prepare_partitions(topic: str, columns: ArrowColumns, timestamps: np.ndarray,
-                       plan: PartitionPlan, max_record_size: int, limit_name: str, *,
-                       row_offset: int = 0) -> list[PreparedPartition]:
-    """Step 3: each partition's records prepared and size-checked (``RecordTooLargeError``
-    naming the input row: ``row_offset`` plus the row in ``columns``)."""
-    prepared = []
-    for group in plan.groups:
-        records = prepare_records(*_take(columns, group, plan), timestamp_ms=timestamps[group.rows])
-        bounds = records.size_upper_bounds
-        too_large = np.flatnonzero(bounds > max_record_size)
-        if len(too_large):
-            first = int(too_large[0])
-            error = RecordTooLargeError(
-                f"row {row_offset + int(group.rows[first])} of the input is {int(bounds[first])} bytes when "
-                f"serialized, which is larger than {max_record_size}, the value of the {limit_name} "
-                f"configuration ({len(too_large)} row(s) of partition {group.partition} are too large)")
-            error.row, error.partition = row_offset + int(group.rows[first]), group.partition
-            raise error
-        prepared.append(PreparedPartition(TopicPartition(topic, group.partition), group.rows, records))
-    return prepared
-
-
-def _take(columns: ArrowColumns, group: PartitionGroup, plan: PartitionPlan) -> tuple:
-    """The group's value, key and headers columns (the input itself when it is all one group)."""
-    whole = len(group.rows) == plan.row_count  # all rows, in input order (the sort is stable)
+def prepare_rows(topic: str, columns: ArrowColumns, timestamps: np.ndarray, plan: PartitionPlan,
+                 max_record_size: int, limit_name: str, *, row_offset: int = 0) -> PreparedRows:
+    """Step 3: the rows sorted by partition (one ``take`` per column; none when they all go to
+    one partition), prepared in one pass and size-checked (``RecordTooLargeError`` naming the
+    input row, ``row_offset`` plus its row in ``columns``, with ``.row`` and ``.partition``)."""
+    groups = plan.groups
+    starts = np.concatenate(([0], np.cumsum([len(group.rows) for group in groups]))).astype(np.int64)
+    order = None if len(groups) == 1 else np.concatenate([group.rows for group in groups])
     pool = encoder_memory_pool()
-    pick = (lambda array: array) if whole else (lambda array: pc.take(array, group.rows, memory_pool=pool))
-    return tuple(None if array is None else pick(array)
-                 for array in (columns.value, columns.key, columns.headers))
+
+    def pick(array: Any) -> Any:
+        return array if array is None or order is None else pc.take(array, order, memory_pool=pool)
+
+    records = prepare_records(pick(columns.value), pick(columns.key), pick(columns.headers),
+                              timestamp_ms=timestamps if order is None else timestamps[order])
+    bounds = records.size_upper_bounds
+    too_large = np.flatnonzero(bounds > max_record_size)
+    if len(too_large):
+        first = int(too_large[0])
+        row = row_offset + (first if order is None else int(order[first]))
+        partition = groups[int(np.searchsorted(starts, first, side="right")) - 1].partition
+        error = RecordTooLargeError(
+            f"row {row} of the input is {int(bounds[first])} bytes when serialized, which is larger "
+            f"than {max_record_size}, the value of the {limit_name} configuration "
+            f"({len(too_large)} row(s) are too large)")
+        error.row, error.partition = row, partition
+        raise error
+    return PreparedRows(topic, records, tuple(group.partition for group in groups), starts)
 
 
-def encode_partitions(prepared: list[PreparedPartition], *, batch_size: int, compression_type: Any,
-                      compression_level: int | None) -> list[list[tuple[TopicPartition, EncodedBatch]]]:
-    """Step 4: every partition's batches, encoded."""
-    return [[(part.topic_partition, batch)
-             for batch in encode_prepared(part.records, batch_size=batch_size,
-                                          compression_type=compression_type,
-                                          compression_level=compression_level)]
-            for part in prepared]
+def encode_rows(prepared: PreparedRows, *, batch_size: int, compression_type: Any,
+                compression_level: int | None) -> list[list[tuple[TopicPartition, EncodedBatch]]]:
+    """Step 4: the batches of every partition, encoded in one pass (a batch never spans two
+    partitions: each partition's first row starts a segment)."""
+    batches = encode_prepared(prepared.records, batch_size=batch_size,
+                              compression_type=compression_type, compression_level=compression_level,
+                              segments=prepared.starts[1:-1].tolist())
+    per_partition: list[list[tuple[TopicPartition, EncodedBatch]]] = [[] for _ in prepared.partitions]
+    for batch in batches:
+        index = int(np.searchsorted(prepared.starts, batch.start, side="right")) - 1
+        per_partition[index].append((TopicPartition(prepared.topic, prepared.partitions[index]), batch))
+    return per_partition
 
 
 def turns(per_partition: list[list[Any]]) -> list[Any]:

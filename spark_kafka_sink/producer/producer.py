@@ -228,7 +228,7 @@ class KafkaProducer:
         most ``max.block.ms``; rows that could not be queued fail in the result with that error.
         """
         from .arrow_plan import plan_partitions  # pyarrow loads with the first Arrow send only
-        from .arrow_send import encode_partitions, prepare_partitions, row_chunks, row_sizes, turns
+        from .arrow_send import encode_rows, prepare_rows, row_chunks, row_sizes, turns
 
         if self._closed:
             raise ProducerClosedError("cannot send after the producer is closed")
@@ -247,10 +247,9 @@ class KafkaProducer:
         cfg = self.config
         limit = "max.request.size" if cfg.max_request_size <= cfg.buffer_memory else "buffer.memory"
 
-        def prepare(start: int, stop: int) -> list:
-            return prepare_partitions(topic, columns.slice(start, stop), timestamps[start:stop],
-                                      plan.slice(start, stop), self._max_record_size, limit,
-                                      row_offset=start)
+        def prepare(start: int, stop: int) -> Any:
+            return prepare_rows(topic, columns.slice(start, stop), timestamps[start:stop],
+                                plan.slice(start, stop), self._max_record_size, limit, row_offset=start)
 
         chunks = row_chunks(sizes, max(_ARROW_CHUNK_BYTES, 4 * cfg.batch_size))
         first = prepare(*chunks[0])
@@ -258,9 +257,9 @@ class KafkaProducer:
             prepare(start, stop)
         for index, (start, stop) in enumerate(chunks):
             prepared = first if index == 0 else prepare(start, stop)
-            encoded = encode_partitions(prepared, batch_size=cfg.batch_size,
-                                        compression_type=self._accumulator.compression_type,
-                                        compression_level=self._accumulator.compression_level)
+            encoded = encode_rows(prepared, batch_size=cfg.batch_size,
+                                  compression_type=self._accumulator.compression_type,
+                                  compression_level=self._accumulator.compression_level)
             error = self._queue_batches(turns(encoded), result)
             if error is not None:  # the rows of the later chunks were never queued either
                 for group in plan.slice(stop, columns.rows).groups:

@@ -163,13 +163,18 @@ def encode_prepared(
     batch_size: int,
     compression_type: CompressionType | int | str = CompressionType.NONE,
     compression_level: int | None = None,
+    segments: Sequence[int] | None = None,
 ) -> list[EncodedBatch]:
     """:func:`encode_batches` for rows already prepared (:func:`prepare_records`), so a caller
-    can check ``records.size_upper_bounds`` against its limits before encoding anything."""
+    can check ``records.size_upper_bounds`` against its limits before encoding anything.
+
+    ``segments``: rows where a new batch must start (e.g. where the next partition's rows begin
+    when the rows of several partitions were prepared together); each segment is then encoded as
+    if it were encoded alone, and one pass serves them all."""
     codec = codec_for(compression_type)
     codec.check_available()
     level = codec.validate_level(compression_level)
-    plan = plan_batches(records, batch_size)
+    plan = plan_batches(records, batch_size, segments=segments)
     sections = encode_records(records, plan)
     starts, stops = plan.starts.tolist(), plan.stops.tolist()
     bases = records.timestamps[plan.starts].tolist() if len(plan) else []
@@ -209,13 +214,15 @@ def prepare_records(value: Any, key: Any = None, headers: Any = None, *, timesta
                         header_counts, header_bytes, tail)
 
 
-def plan_batches(records: ArrowRecords, batch_size: int) -> BatchPlan:
+def plan_batches(records: ArrowRecords, batch_size: int, *,
+                 segments: Sequence[int] | None = None) -> BatchPlan:
     """Where the builder's fill rule splits the rows into batches (step 2, module docstring).
 
     The first record of a batch always fits; each further record fits while the batch header
     plus the records so far plus this record (sized with its own deltas in this batch) stay
     within ``batch_size``. Raises ``ValueError``, as the builder does, when a record's timestamp
-    is too far from its batch's base timestamp for a varlong.
+    is too far from its batch's base timestamp for a varlong. ``segments``: rows where a batch
+    must start anyway (no batch spans two segments).
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= _INT32_MAX:
         raise ValueError(f"batch_size must be a positive int32, got {batch_size!r}")
@@ -225,13 +232,15 @@ def plan_batches(records: ArrowRecords, batch_size: int) -> BatchPlan:
     starts, stops, sizes = [], [], []
     window = _first_window(tail, room)
     start = 0
-    while start < n:
-        stop, size = _batch_end(ts, tail, start, window, room)
-        starts.append(start)
-        stops.append(stop)
-        sizes.append(size)
-        window = max(_MIN_WINDOW, (stop - start) * 5 // 4 + 16)
-        start = stop
+    ends = sorted({int(row) for row in segments or () if 0 < int(row) < n} | {n})
+    for end in ends:
+        while start < end:
+            stop, size = _batch_end(ts, tail, start, window, room, end)
+            starts.append(start)
+            stops.append(stop)
+            sizes.append(size)
+            window = max(_MIN_WINDOW, (stop - start) * 5 // 4 + 16)
+            start = stop
     return BatchPlan(*(np.array(column, dtype=np.int64) for column in (starts, stops, sizes)))
 
 
@@ -393,13 +402,14 @@ def _first_window(tail: np.ndarray, room: int) -> int:
     return max(_MIN_WINDOW, int(max(room, 0) / mean_record * 1.25) + 16)
 
 
-def _batch_end(ts: np.ndarray, tail: np.ndarray, start: int, window: int, room: int) -> tuple[int, int]:
-    """The end row and records size of the batch that starts at ``start``.
+def _batch_end(ts: np.ndarray, tail: np.ndarray, start: int, window: int, room: int,
+               n: int) -> tuple[int, int]:
+    """The end row and records size of the batch that starts at ``start`` (rows before ``n``,
+    the end of its segment).
 
     Sizes the next ``window`` rows with their deltas in this batch; when all of them fit, the
     window doubles and the sizing runs again.
     """
-    n = len(ts)
     while True:
         stop = min(n, start + window)
         deltas = ts[start:stop] - ts[start]

@@ -271,3 +271,24 @@ def test_timestamp_deltas_at_every_varint_width(width):
     rows = rows_of(value, None, None, ts)
     got = encode_batches(value, timestamp_ms=ts, batch_size=1 << 20)
     assert arrow_batches(got) == row_batches(rows, 1 << 20)
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4])
+def test_segments_encode_each_part_as_if_alone(codec):
+    from spark_kafka_sink.record.arrow import encode_prepared
+
+    rng = np.random.default_rng(11)
+    n = 3_000
+    values = pa.array([bytes(rng.integers(0, 256, int(rng.integers(0, 300)), dtype=np.uint8)) for _ in range(n)])
+    keys = pa.array([None if i % 9 == 0 else f"k{i % 50}" for i in range(n)])
+    stamps = 1_700_000_000_000 + rng.integers(-5_000, 5_000, n)
+    cuts = [0, 1, 700, 701, 2_000, n]
+    segmented = encode_prepared(prepare_records(values, keys, timestamp_ms=stamps), batch_size=4_096,
+                                compression_type=codec, segments=cuts[1:-1])
+    alone = []
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        for batch in encode_batches(values[a:b], keys[a:b], timestamp_ms=stamps[a:b], batch_size=4_096,
+                                    compression_type=codec):
+            alone.append((batch.start + a, batch.stop + a, batch.builder.build()))
+    assert [(b.start, b.stop, b.builder.build()) for b in segmented] == alone
+    assert not any(b.start < cut < b.stop for b in segmented for cut in cuts)
