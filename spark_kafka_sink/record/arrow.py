@@ -272,13 +272,20 @@ def encode_records(records: ArrowRecords, plan: BatchPlan) -> list[memoryview]:
 
 # --- columns ------------------------------------------------------------------------------------
 
-def _binary_column(column: Any, name: str) -> pa.Array:
-    """``column`` as one binary or large_binary array (strings viewed as their UTF-8 bytes)."""
+def _single_array(column: Any, name: str) -> pa.Array:
+    """``column`` as one ``pyarrow.Array`` (a ChunkedArray's chunks combined); ``TypeError``
+    naming the column for anything else."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if not isinstance(column, pa.Array):
         raise TypeError(f"the {name} column must be a pyarrow Array or ChunkedArray, "
                         f"got {type(column).__name__}")
+    return column
+
+
+def _binary_column(column: Any, name: str) -> pa.Array:
+    """``column`` as one binary or large_binary array (strings viewed as their UTF-8 bytes)."""
+    column = _single_array(column, name)
     kind = column.type
     if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
         return column
@@ -358,11 +365,7 @@ def _encode_headers(headers: Any, n: int) -> tuple[pa.Array, pa.Array, np.ndarra
 
 def _header_lists(headers: Any, n: int) -> pa.Array:
     """The headers column checked to be ``n`` lists of ``struct<key, value>``."""
-    if isinstance(headers, pa.ChunkedArray):
-        headers = headers.combine_chunks() if headers.num_chunks != 1 else headers.chunk(0)
-    if not isinstance(headers, pa.Array):
-        raise TypeError(f"the headers column must be a pyarrow Array or ChunkedArray, "
-                        f"got {type(headers).__name__}")
+    headers = _single_array(headers, "headers")
     kind = headers.type
     item = kind.value_type if pa.types.is_list(kind) or pa.types.is_large_list(kind) else None
     names = {item.field(i).name for i in range(item.num_fields)} if pa.types.is_struct(item) else set()

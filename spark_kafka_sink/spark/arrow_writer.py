@@ -48,7 +48,8 @@ import numpy as np
 
 from .metrics import SinkTaskMetrics
 from .options import TOPIC, SinkConfig, topic_name_problem
-from .partition_writer import TaskRun, _Outcome, _TaskInfo, run_task, task_info
+from .partition_writer import (TaskRun, _Outcome, _TaskInfo, check_writer_arguments, run_task,
+                               task_info)
 from .producer_pool import ProducerPool, get_pool
 from .rows import RowError
 from .schema import HEADERS_TYPE, Kind, WriteSchema
@@ -129,10 +130,7 @@ class ArrowWriter:
                  task: Callable[[], _TaskInfo] = task_info,
                  rechunk_rows: int = DEFAULT_RECHUNK_ROWS,
                  rechunk_bytes: int = DEFAULT_RECHUNK_BYTES):
-        if not isinstance(sink_config, SinkConfig):
-            raise TypeError(f"sink_config must be a SinkConfig, got {type(sink_config).__name__}")
-        if not isinstance(write_schema, WriteSchema):
-            raise TypeError(f"write_schema must be a WriteSchema, got {type(write_schema).__name__}")
+        check_writer_arguments(sink_config, write_schema)
         if write_schema.topic is None and sink_config.topic is None:
             raise ValueError("no 'topic' column and no 'topic' option: validate_schema should have "
                              "refused this schema")

@@ -203,6 +203,14 @@ def run_task(config: SinkConfig, pool: Callable[[], ProducerPool], task: Callabl
     return TaskRun(info, outcome, before, after, lease.created, started)
 
 
+def check_writer_arguments(sink_config: Any, write_schema: Any) -> None:
+    """``TypeError`` unless a writer (either mode) got a ``SinkConfig`` and a ``WriteSchema``."""
+    if not isinstance(sink_config, SinkConfig):
+        raise TypeError(f"sink_config must be a SinkConfig, got {type(sink_config).__name__}")
+    if not isinstance(write_schema, WriteSchema):
+        raise TypeError(f"write_schema must be a WriteSchema, got {type(write_schema).__name__}")
+
+
 class PartitionWriter:
     """Writes an iterator of rows to Kafka; see the module docstring.
 
@@ -217,10 +225,7 @@ class PartitionWriter:
                  pool: Callable[[], ProducerPool] = get_pool,
                  task: Callable[[], _TaskInfo] = task_info,
                  accumulator: Any = None):
-        if not isinstance(sink_config, SinkConfig):
-            raise TypeError(f"sink_config must be a SinkConfig, got {type(sink_config).__name__}")
-        if not isinstance(write_schema, WriteSchema):
-            raise TypeError(f"write_schema must be a WriteSchema, got {type(write_schema).__name__}")
+        check_writer_arguments(sink_config, write_schema)
         RowConverter(write_schema, sink_config.topic)  # fail here, on the driver, not in tasks
         self.sink_config = sink_config
         self.write_schema = write_schema
