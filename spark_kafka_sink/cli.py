@@ -1,9 +1,12 @@
 """The ``spark-kafka-sink`` command.
 
     spark-kafka-sink broker [--nodes N] [--kafka-version V] [--work-dir D] [--cache-dir D]
+                            [--security [--client-auth none|requested|required]]
 
 ``broker`` runs a real Apache Kafka cluster (KRaft) on loopback until Ctrl-C / SIGTERM, printing the
-``bootstrap.servers`` line first so scripts can read it.
+``bootstrap.servers`` line first so scripts can read it. ``--security`` adds SSL, SASL_PLAINTEXT and
+SASL_SSL listeners and prints ``bootstrap.servers.<PROTOCOL>=...``, ``ssl.ca.location=...`` and the
+client properties files (owner-only, passwords included) written into the work dir.
 """
 
 from __future__ import annotations
@@ -51,16 +54,25 @@ def _parser() -> argparse.ArgumentParser:
                         help="jar cache root (default $SPARK_KAFKA_SINK_CACHE or "
                              "~/.cache/spark-kafka-sink)")
     broker.add_argument("--heap", default="384m", help="JVM heap per node (default 384m)")
+    broker.add_argument("--security", action="store_true",
+                        help="also open SSL, SASL_PLAINTEXT and SASL_SSL listeners (PLAIN, SCRAM-SHA-256, "
+                             "SCRAM-SHA-512; a CA and certificates generated at start)")
+    broker.add_argument("--client-auth", choices=("none", "requested", "required"), default="none",
+                        help="ssl.client.auth of the TLS listeners (with --security; default none)")
     broker.set_defaults(run=_run_broker)
     return parser
 
 
 def _run_broker(args: argparse.Namespace) -> int:
-    from .embedded import BrokerLaunchError, EmbeddedKafka
+    from .embedded import BrokerLaunchError, BrokerSecurity, EmbeddedKafka
 
     if args.nodes < 1:
         print("spark-kafka-sink broker: --nodes must be at least 1", file=sys.stderr)
         return 2
+    if args.client_auth != "none" and not args.security:
+        print("spark-kafka-sink broker: --client-auth needs --security", file=sys.stderr)
+        return 2
+    security = BrokerSecurity(client_auth=args.client_auth) if args.security else None
     stop = threading.Event()
     started = threading.Event()
 
@@ -71,7 +83,7 @@ def _run_broker(args: argparse.Namespace) -> int:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     cluster = EmbeddedKafka(args.nodes, version=args.kafka_version, work_dir=args.work_dir,
-                            cache_dir=args.cache_dir, heap=args.heap)
+                            cache_dir=args.cache_dir, heap=args.heap, security=security)
     try:
         _say(f"Starting Apache Kafka {args.kafka_version} (KRaft), {args.nodes} node(s) "
              "(the first run fetches the jars from Maven Central)...", err=True)
@@ -109,7 +121,29 @@ def _report(cluster) -> None:
     for node in cluster.nodes:
         _say(f"  node {node.node_id}: pid {node.pid}, port {node.port}, "
              f"controller port {node.controller_port}, log {node.log_path}")
+    if cluster.security is not None:
+        _report_security(cluster)
     _say("Press Ctrl-C to stop.")
+
+
+def _report_security(cluster) -> None:
+    """The secured listeners, the CA, and one client properties file per listener (0600: the
+    SASL passwords are in them, never on the terminal)."""
+    from .embedded.config import render
+    from .embedded.security import write_private
+
+    for protocol in cluster.security.protocols:
+        _say(f"bootstrap.servers.{protocol}={cluster.bootstrap_for(protocol)}")
+    if cluster.tls is not None:
+        _say(f"ssl.ca.location={cluster.tls.ca_path}")
+    for protocol in cluster.security.protocols:
+        path = cluster.work_dir / f"client-{protocol.lower()}.properties"
+        props = {"bootstrap.servers": cluster.bootstrap_for(protocol), **cluster.client_properties(protocol)}
+        write_private(path, render(props).encode())
+        _say(f"client.properties.{protocol}={path}")
+    if cluster.security.sasl:
+        _say(f"SASL users {', '.join(cluster.security.users)} (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); "
+             "their passwords are in the client properties files")
 
 
 def _say(text: str, err: bool = False) -> None:

@@ -1,8 +1,10 @@
 """A real Apache Kafka broker (KRaft mode) run from its jars: the default for tests and the demo.
 
 ``EmbeddedKafka(nodes=1)`` is a context manager giving ``bootstrap_servers``; ``nodes=3`` gives a
-static-voter cluster with replication factor 3 for fault tests. ``resolve_kafka_jars`` fetches the
-jars from Maven Central once (Maven, or the Ivy jar pyspark ships) into a cache directory.
+static-voter cluster with replication factor 3 for fault tests. ``security=BrokerSecurity()`` adds
+SSL and SASL listeners; ``advertised_ports`` puts fault proxies in front of the nodes.
+``resolve_kafka_jars`` fetches the jars from Maven Central once (Maven, or the Ivy jar pyspark
+ships) into a cache directory.
 See DESIGN.md §6.
 
 Names are imported lazily (PEP 562), so ``python -m spark_kafka_sink.embedded.jars`` (``make
@@ -19,6 +21,8 @@ _EXPORTS = {
     "KafkaJars": "jars",
     "resolve_kafka_jars": "jars",
     "EmbeddedKafka": "cluster",
+    "BrokerSecurity": "security",
+    "TlsMaterial": "security",
     "KafkaNode": "node",
     "BrokerLaunchError": "errors",
     "BrokerStartError": "errors",
@@ -50,3 +54,4 @@ if TYPE_CHECKING:
                          PortInUseError, StorageFormatError)
     from .jars import DEFAULT_KAFKA_VERSION, KafkaJars, resolve_kafka_jars
     from .node import KafkaNode
+    from .security import BrokerSecurity, TlsMaterial

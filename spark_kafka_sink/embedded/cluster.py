@@ -7,13 +7,19 @@
 ``start()`` finds Java 17+, resolves the jars (once per machine, see ``jars.py``), picks free
 loopback ports, writes and formats every node's storage, starts the JVMs in parallel, and returns
 once every node answers Metadata listing all N brokers. Every failure is a ``BrokerLaunchError``
-subclass with the evidence in its message. ``close()`` stops every JVM and reaps it; a finalizer
+subclass with the evidence in its message.
+
+``security=BrokerSecurity(...)`` adds SSL / SASL_PLAINTEXT / SASL_SSL client listeners to every node
+(see security.py; ``bootstrap_for``, ``client_properties``, ``tls``). ``advertised_ports`` makes each
+node advertise its PLAINTEXT listener on another port (a fault proxy's) and move inter-broker
+traffic to an unproxied INTERNAL listener. ``close()`` stops every JVM and reaps it; a finalizer
 (run at interpreter exit too) kills whatever is left if ``close()`` was never called.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime
 import shutil
 import tempfile
 import time
@@ -24,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import KafkaError
-from .config import HOST, NodeAddress
+from .config import CLIENT_PROTOCOLS, HOST, NodeAddress
 from .errors import BrokerStartError, PortInUseError
 from .jars import DEFAULT_KAFKA_VERSION, KafkaJars, resolve_kafka_jars
 from .java import find_java
@@ -32,6 +38,8 @@ from .node import KafkaNode
 from .ports import check_free, free_ports
 from ..client.cluster import ClusterSnapshot
 from .probe import fetch_metadata
+from .security import BrokerSecurity, TlsMaterial, broker_properties, scram_format_args
+from .security import client_properties as _client_properties
 
 _PROBE_TIMEOUT_S = 3.0
 _POLL_S = 0.1
@@ -57,18 +65,35 @@ class EmbeddedKafka:
     :func:`resolve_kafka_jars`). ``start_timeout_s`` bounds the launch (not the first-time jar
     download). ``ports`` / ``controller_ports``: explicit listener ports, one per node (default:
     free ports picked at start). ``extra_properties`` override the generated server.properties.
+    ``security``: the extra secured client listeners (default none: PLAINTEXT only).
+    ``advertised_ports``: one per node; node *i* advertises its PLAINTEXT listener as
+    ``127.0.0.1:advertised_ports[i]`` (a proxy the caller runs in front of ``node.port``) and its
+    brokers replicate over a separate INTERNAL listener. Every port stays the same across restarts.
     """
 
     def __init__(self, nodes: int = 1, *, version: str = DEFAULT_KAFKA_VERSION,
                  work_dir: str | Path | None = None, keep: bool = False,
                  cache_dir: str | Path | None = None, start_timeout_s: float = 90.0,
                  heap: str = "384m", extra_properties: Mapping[str, object] | None = None,
-                 ports: Sequence[int] | None = None, controller_ports: Sequence[int] | None = None):
+                 ports: Sequence[int] | None = None, controller_ports: Sequence[int] | None = None,
+                 security: BrokerSecurity | None = None, advertised_ports: Sequence[int] | None = None):
         if nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
-        for name, given in (("ports", ports), ("controller_ports", controller_ports)):
+        for name, given in (("ports", ports), ("controller_ports", controller_ports),
+                            ("advertised_ports", advertised_ports)):
             if given is not None and len(given) != nodes:
                 raise ValueError(f"{name} needs one port per node ({nodes}), got {list(given)}")
+            if given is not None and not all(isinstance(p, int) and 0 < p < 65536 for p in given):
+                raise ValueError(f"{name} must be ports in 1..65535, got {list(given)}")
+        if advertised_ports is not None:
+            if len(set(advertised_ports)) != nodes:
+                raise ValueError(f"advertised_ports must differ from each other, got {list(advertised_ports)}")
+            clash = sorted(set(advertised_ports) & set([*(ports or ()), *(controller_ports or ())]))
+            if clash:
+                raise ValueError(f"advertised_ports {clash} are also listener ports; an advertised port "
+                                 f"is the proxy's, in front of the node's own port")
+        if security is not None and not isinstance(security, BrokerSecurity):
+            raise TypeError(f"security must be a BrokerSecurity, got {type(security).__name__}")
         self.size = nodes
         self.version = version
         self.cache_dir = cache_dir
@@ -79,6 +104,9 @@ class EmbeddedKafka:
         self._given_work_dir = Path(work_dir) if work_dir is not None else None
         self._ports = list(ports) if ports is not None else None
         self._controller_ports = list(controller_ports) if controller_ports is not None else None
+        self._advertised_ports = list(advertised_ports) if advertised_ports is not None else None
+        self.security = security
+        self._tls: TlsMaterial | None = None
         self._nodes: list[KafkaNode] = []
         self._finalizer: weakref.finalize | None = None
         self.work_dir: Path | None = None
@@ -95,10 +123,40 @@ class EmbeddedKafka:
 
     @property
     def bootstrap_servers(self) -> str:
-        """``127.0.0.1:p1,127.0.0.1:p2,...`` for every node."""
+        """``127.0.0.1:p1,127.0.0.1:p2,...``: every node's PLAINTEXT listener as advertised
+        (with ``advertised_ports``, the proxies' ports; each ``node.bootstrap`` is the real one)."""
+        return self.bootstrap_for("PLAINTEXT")
+
+    def bootstrap_for(self, protocol: str) -> str:
+        """Every node's ``127.0.0.1:port`` for ``protocol``: PLAINTEXT, SSL, SASL_PLAINTEXT or
+        SASL_SSL (the last three need ``security``)."""
+        if protocol not in CLIENT_PROTOCOLS:
+            raise ValueError(f"protocol must be one of {', '.join(CLIENT_PROTOCOLS)}, got {protocol!r}")
+        if protocol != "PLAINTEXT" and protocol not in self._secure_protocols():
+            raise ValueError(f"this cluster has no {protocol} listener (security={self.security!r})")
         if not self._nodes:
             raise RuntimeError("the embedded Kafka cluster is not started")
-        return ",".join(node.bootstrap for node in self._nodes)
+        return ",".join(node.bootstrap_for(protocol) for node in self._nodes)
+
+    @property
+    def tls(self) -> TlsMaterial | None:
+        """The CA and certificates generated at start (PEM files); ``None`` without SSL."""
+        return self._tls
+
+    def client_properties(self, protocol: str, mechanism: str | None = None,
+                          user: str | None = None) -> dict[str, str]:
+        """Client properties (Java/librdkafka names) for ``protocol``'s listener: ``security.protocol``,
+        the ``ssl.*`` locations (with the client certificate when the broker asks for one) and
+        ``sasl.mechanism``/``sasl.username``/``sasl.password`` (default PLAIN as the first user).
+        ``bootstrap.servers`` is not included: see :meth:`bootstrap_for`."""
+        if protocol != "PLAINTEXT" and protocol not in self._secure_protocols():
+            raise ValueError(f"this cluster has no {protocol} listener (security={self.security!r})")
+        if protocol != "PLAINTEXT" and "SSL" in protocol and self._tls is None:
+            raise RuntimeError("the embedded Kafka cluster is not started (no certificates yet)")
+        return _client_properties(self.security, self._tls, protocol, mechanism, user)
+
+    def _secure_protocols(self) -> tuple[str, ...]:
+        return self.security.protocols if self.security is not None else ()
 
     def node(self, node_id: int) -> KafkaNode:
         for node in self._nodes:
@@ -229,26 +287,46 @@ class EmbeddedKafka:
         self._finalizer = weakref.finalize(self, _emergency_cleanup, self._nodes, tmp)
 
     def _addresses(self) -> list[NodeAddress]:
-        picked = iter(free_ports(2 * self.size))
+        secure = self._secure_protocols()
+        advertised = self._advertised_ports
+        per_node = 2 + len(secure) + (1 if advertised is not None else 0)
+        reserved = set(advertised or ())  # a proxy's port need not be bound yet: never pick it
+        picked = iter([p for p in free_ports(per_node * self.size + len(reserved)) if p not in reserved])
         ports = self._ports or [next(picked) for _ in range(self.size)]
         controller_ports = self._controller_ports or [next(picked) for _ in range(self.size)]
-        return [NodeAddress(i + 1, ports[i], controller_ports[i]) for i in range(self.size)]
+        return [NodeAddress(i + 1, ports[i], controller_ports[i],
+                            advertised_port=advertised[i] if advertised is not None else None,
+                            internal_port=next(picked) if advertised is not None else None,
+                            secure_ports={protocol: next(picked) for protocol in secure})
+                for i in range(self.size)]
 
     def _launch(self, addresses: list[NodeAddress]) -> None:
         for address in addresses:
-            check_free(address.port, f"node {address.node_id} listener port")
-            check_free(address.controller_port, f"node {address.node_id} controller port")
+            for listener, port in address.bound_ports().items():
+                check_free(port, f"node {address.node_id} {listener} listener port")
         nodes = [KafkaNode(a, self.work_dir / f"node-{a.node_id}", java=self.java, jars=self.jars,
                            heap=self.heap, dump_cds=a is addresses[0]) for a in addresses]
+        security_props, format_args = self._prepare_security()
         for node in nodes:
-            node.configure(addresses, self.extra_properties)
+            node.configure(addresses, self.extra_properties, security_props)
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-            list(pool.map(lambda node: node.format(self.cluster_id), nodes))
+            list(pool.map(lambda node: node.format(self.cluster_id, format_args), nodes))
         self._nodes.extend(nodes)
         for node in nodes:  # from this thread: the parent-death signal is per thread
             node.start()
         deadline = time.monotonic() + self.start_timeout_s
         self._wait_until(self._all_listed, deadline, nodes, f"all {self.size} brokers in Metadata")
+
+    def _prepare_security(self) -> tuple[dict[str, str], list[str]]:
+        """The secured listeners' broker properties and StorageTool's ``--add-scram`` arguments;
+        generates the certificates into ``<work_dir>/tls`` when SSL is on."""
+        self._tls = None
+        if self.security is None:
+            return {}, []
+        if self.security.ssl:
+            from .certs import generate_tls  # needs `cryptography`, imported only when SSL is on
+            self._tls = generate_tls(self.work_dir / "tls", datetime.datetime.now(datetime.timezone.utc))
+        return broker_properties(self.security, self._tls), scram_format_args(self.security)
 
     def _all_listed(self) -> bool:
         """Every node answers Metadata, and every answer lists all N brokers."""
@@ -285,10 +363,10 @@ class EmbeddedKafka:
     def _exit_error(self, node: KafkaNode) -> Exception:
         code = node.exit_code
         if node.log_mentions("Address already in use"):
+            ports = ", ".join(f"{name} {HOST}:{port}" for name, port in node.address.bound_ports().items())
             return PortInUseError(
-                f"node {node.node_id} could not bind its ports {HOST}:{node.port} / "
-                f"{HOST}:{node.controller_port} (address already in use). Log tail:\n{node.log_tail(20)}",
-                node.port)
+                f"node {node.node_id} could not bind one of its ports ({ports}): address already "
+                f"in use. Log tail:\n{node.log_tail(20)}", node.port)
         return BrokerStartError(
             f"node {node.node_id} (pid {node.pid}) exited with code {code} during start-up. "
             f"Log {node.log_path}, last 60 lines:\n{node.log_tail(60)}")

@@ -33,6 +33,7 @@ from .config import NodeAddress, render, server_properties
 from .errors import StorageFormatError, tail
 from .jars import KafkaJars
 from .java import broker_flags, tool_flags
+from .security import write_private
 
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 _PR_SET_PDEATHSIG = 1
@@ -71,7 +72,17 @@ class KafkaNode:
 
     @property
     def bootstrap(self) -> str:
+        """``127.0.0.1:<port>``: the PLAINTEXT listener the node binds (never a proxy)."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def advertised_port(self) -> int:
+        """The PLAINTEXT port the node advertises: a fault proxy's when one was given, else ``port``."""
+        return self.address.client_port("PLAINTEXT")
+
+    def bootstrap_for(self, protocol: str) -> str:
+        """``127.0.0.1:<port>`` a client of ``protocol`` uses (the advertised one for PLAINTEXT)."""
+        return f"127.0.0.1:{self.address.client_port(protocol)}"
 
     @property
     def config_path(self) -> Path:
@@ -106,24 +117,35 @@ class KafkaNode:
 
     # --- setup -----------------------------------------------------------------------------
 
-    def configure(self, cluster: Sequence[NodeAddress], extra: Mapping[str, object] | None = None) -> None:
-        """Create the node's directories and write ``server.properties``."""
+    def configure(self, cluster: Sequence[NodeAddress], extra: Mapping[str, object] | None = None,
+                  security: Mapping[str, object] | None = None) -> None:
+        """Create the node's directories and write ``server.properties`` (owner-only: it may hold
+        the secured listeners' passwords)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.directory / "logs").mkdir(exist_ok=True)
-        props = server_properties(self.address, cluster, self.data_dir, extra)
-        self.config_path.write_text(render(props))
+        props = server_properties(self.address, cluster, self.data_dir, extra, security)
+        write_private(self.config_path, render(props).encode())
 
-    def format(self, cluster_id: str) -> None:
-        """Format the node's storage for ``cluster_id`` (``kafka.tools.StorageTool format``)."""
+    def format(self, cluster_id: str, extra_args: Sequence[str] = ()) -> None:
+        """Format the node's storage for ``cluster_id`` (``kafka.tools.StorageTool format``).
+
+        ``extra_args`` go to StorageTool as they are (e.g. ``--add-scram`` credentials); they are
+        never echoed into errors or logs.
+        """
         plan = cds.plan(self.jars, self.java, "tool", may_create=self.dump_cds)
         command = [self.java, *tool_flags(LOG4J_CONFIG, self.directory / "logs"), *plan.flags,
                    "-cp", self.jars.classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id,
-                   "-c", str(self.config_path)]
+                   "-c", str(self.config_path), *extra_args]
         try:
             out = subprocess.run(command, cwd=self.directory, stdin=subprocess.DEVNULL,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  timeout=_FORMAT_TIMEOUT_S)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except subprocess.TimeoutExpired:
+            # Not chained: the TimeoutExpired names the command line, credentials included.
+            cds.promote(plan, clean_exit=False)
+            raise StorageFormatError(f"node {self.node_id}: StorageTool format did not finish "
+                                     f"within {_FORMAT_TIMEOUT_S:.0f} s") from None
+        except OSError as exc:
             cds.promote(plan, clean_exit=False)
             raise StorageFormatError(f"node {self.node_id}: StorageTool format failed: {exc}") from exc
         cds.promote(plan, clean_exit=out.returncode == 0)
