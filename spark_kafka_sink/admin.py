@@ -4,6 +4,8 @@ A producer can write to a topic only once every partition has a leader, and righ
 CreateTopics returns the leaders may not be elected yet; :func:`create_topic` waits for them,
 bounded by ``timeout_s``. It speaks the wire protocol through
 :class:`~spark_kafka_sink.client.blocking.BlockingConnection`, so it needs no other Kafka client.
+On a secured listener pass the same ``config`` the producer takes (``security.protocol``,
+``ssl.*``, ``sasl.*``): the connection uses its TLS and SASL settings.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 from .client.blocking import BlockingConnection
+from .client.security import ConnectionSecurity
+from .config import ProducerConfig
 from .errors import KafkaError, raise_for_code
 from .protocol import apis
 
@@ -49,22 +53,25 @@ def _first_address(bootstrap: str) -> tuple[str, int]:
 
 def create_topic(bootstrap: str, name: str, partitions: int, *,
                  replication_factor: int = BROKER_DEFAULT, configs: Mapping[str, str] | None = None,
-                 exist_ok: bool = False, timeout_s: float = 30.0) -> CreatedTopic:
+                 exist_ok: bool = False, timeout_s: float = 30.0,
+                 config: ProducerConfig | Mapping[str, Any] | None = None) -> CreatedTopic:
     """Create ``name`` with ``partitions`` partitions (CreateTopics to the first bootstrap address)
     and return once every partition has a leader.
 
     ``replication_factor`` defaults to the broker's ``default.replication.factor``. Raises the
     broker's error (``TopicAlreadyExistsError`` unless ``exist_ok``), or :class:`KafkaError` when
-    the leaders are not all elected within ``timeout_s``.
+    the leaders are not all elected within ``timeout_s``. ``config``: producer properties (or a
+    ``ProducerConfig``) whose security settings apply; ``bootstrap.servers`` may be left out.
     """
     host, port = _first_address(bootstrap)
+    security = connection_security(bootstrap, config)
     body = {"topics": [{"name": name, "num_partitions": partitions,
                         "replication_factor": replication_factor, "assignments": [],
                         "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
             "timeout_ms": int(timeout_s * 1000), "validate_only": False}
     deadline = time.monotonic() + timeout_s
     created = True
-    with BlockingConnection(host, port, timeout_s=timeout_s + 5) as conn:
+    with BlockingConnection(host, port, timeout_s=timeout_s + 5, security=security) as conn:
         for result in conn.request(apis.CREATE_TOPICS, body).topics:
             if result.error_code == _TOPIC_ALREADY_EXISTS and exist_ok:
                 created = False
@@ -79,6 +86,16 @@ def create_topic(bootstrap: str, name: str, partitions: int, *,
                 raise KafkaError(f"topic {name}: not every partition has a leader after {timeout_s} s "
                                  f"(leaders: {leaders})")
             time.sleep(_POLL_S)
+
+
+def connection_security(bootstrap: str, config: ProducerConfig | Mapping[str, Any] | None,
+                        ) -> ConnectionSecurity:
+    """The TLS/SASL settings of ``config`` (plain TCP when None)."""
+    if config is None:
+        return ConnectionSecurity()
+    if not isinstance(config, ProducerConfig):
+        config = ProducerConfig({"bootstrap.servers": bootstrap, **config})
+    return ConnectionSecurity.from_config(config)
 
 
 def _leaders(conn: BlockingConnection, topic: str) -> dict[int, int]:

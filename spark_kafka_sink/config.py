@@ -13,7 +13,11 @@ and a doc. Values may be strings or Python values; integers never take booleans,
 
 Then the Java producer's cross-property rules, in its order:
 
-1. ``security.protocol`` other than PLAINTEXT is refused (not supported yet).
+1. Security (:func:`_check_security`): with a TLS protocol (SSL, SASL_SSL) trust and client
+   certificates must be PEM files (JKS and PKCS12 stores are refused by name); with a SASL protocol
+   ``sasl.mechanism`` must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI, Java's default, and
+   OAUTHBEARER are refused) and credentials must come from ``sasl.username``/``sasl.password`` or
+   a ``sasl.jaas.config`` login line for that mechanism (``client.jaas``).
 2. ``reconnect.backoff.ms`` set without ``reconnect.backoff.max.ms``: the maximum becomes the base
    (``CommonClientConfigs.postProcessReconnectBackoffConfigs``).
 3. Idempotence on (``ProducerConfig.postProcessAndValidateIdempotenceConfigs``): ``retries`` = 0 or
@@ -38,6 +42,8 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from .client.jaas import SASL_PROTOCOLS, sasl_credentials
+from .client.tls import TLS_PROTOCOLS
 from .errors import ConfigError
 from .record.codecs import CompressionType, codec_for
 
@@ -45,7 +51,6 @@ INT_MAX = 2**31 - 1  # Java Integer.MAX_VALUE: the bound of Type.INT properties
 LONG_MAX = 2**63 - 1  # Java Long.MAX_VALUE: the bound of Type.LONG properties
 HIDDEN = "[hidden]"
 MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5  # the broker keeps the last 5 batches per producer
-SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT"})
 
 
 @dataclass(frozen=True, order=True)
@@ -239,11 +244,15 @@ class ProducerConfig:
     receive_buffer_bytes: int = _key("receive.buffer.bytes", 32768, _int(-1, INT_MAX), "-1: OS default.")
     transactional_id: str | None = _key("transactional.id", None, _text(nonempty=True), "Needs idempotence.")
     transaction_timeout_ms: int = _key("transaction.timeout.ms", 60000, _int(1, INT_MAX), "Then aborted.")
-    security_protocol: str = _key("security.protocol", "PLAINTEXT", _PROTOCOLS, "Only PLAINTEXT, yet.")
+    security_protocol: str = _key("security.protocol", "PLAINTEXT", _PROTOCOLS, "TLS and/or SASL.")
     sasl_mechanism: str = _key("sasl.mechanism", "GSSAPI", _MECHANISMS, "Java's default.")
     sasl_jaas_config: str | None = _key("sasl.jaas.config", None, _OPT, "JAAS login line.", secret=True)
     sasl_username: str | None = _key("sasl.username", None, _OPT, "PLAIN/SCRAM user, instead of JAAS.")
     sasl_password: str | None = _key("sasl.password", None, _OPT, "PLAIN/SCRAM password.")
+    ssl_ca_location: str | None = _key("ssl.ca.location", None, _OPT, "PEM CA file (librdkafka).")
+    ssl_certificate_location: str | None = _key(
+        "ssl.certificate.location", None, _OPT, "PEM client certificate chain (librdkafka).")
+    ssl_key_location: str | None = _key("ssl.key.location", None, _OPT, "PEM client key (librdkafka).")
     ssl_truststore_type: str = _key("ssl.truststore.type", "JKS", _STORES, "Trust store format.")
     ssl_truststore_location: str | None = _key("ssl.truststore.location", None, _OPT, "Trust store file.")
     ssl_truststore_password: str | None = _key("ssl.truststore.password", None, _OPT, "Its password.")
@@ -257,7 +266,8 @@ class ProducerConfig:
         "ssl.keystore.certificate.chain", None, _OPT, "PEM certificates.", secret=True)
     ssl_key_password: str | None = _key("ssl.key.password", None, _OPT, "Private key password.")
     ssl_endpoint_identification_algorithm: str = _key(
-        "ssl.endpoint.identification.algorithm", "https", _choice({"https": "https", "": ""}), "'': off.")
+        "ssl.endpoint.identification.algorithm", "https", _choice({"https": "https", "": "", "none": ""}),
+        "Host name check; '' or none: off.")
 
     _explicit: frozenset[str] = field(default=frozenset(), compare=False)  # the names the caller set
 
@@ -362,9 +372,7 @@ def _parse(key: ConfigKey, raw: Any) -> Any:
 
 def _apply_java_rules(values: dict[str, Any], explicit: frozenset[str]) -> None:
     """The Java producer's cross-property rules, in its order (see the module docstring)."""
-    protocol = values["security_protocol"]
-    if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
-        raise ConfigError(f"security.protocol={protocol} is not supported yet (only PLAINTEXT is)")
+    _check_security(values)
     if "reconnect.backoff.ms" in explicit and "reconnect.backoff.max.ms" not in explicit:
         values["reconnect_backoff_max_ms"] = values["reconnect_backoff_ms"]
     if values["enable_idempotence"]:
@@ -390,3 +398,41 @@ def _apply_java_rules(values: dict[str, Any], explicit: frozenset[str]) -> None:
             raise ConfigError(f"delivery.timeout.ms must be at least linger.ms + request.timeout.ms = "
                               f"{floor}, got {values['delivery_timeout_ms']}")
         values["delivery_timeout_ms"] = floor
+
+
+def _check_security(values: dict[str, Any]) -> None:
+    """Rule 1 (module docstring): the settings the chosen ``security.protocol`` uses."""
+    protocol = values["security_protocol"]
+    if protocol in TLS_PROTOCOLS:
+        _check_tls(values)
+    if protocol in SASL_PROTOCOLS:
+        sasl_credentials(values["sasl_mechanism"], values["sasl_username"], values["sasl_password"],
+                         values["sasl_jaas_config"])
+
+
+def _check_tls(values: dict[str, Any]) -> None:
+    def given(*names: str) -> list[str]:
+        return [name for name in names if values[name.replace(".", "_")] is not None]
+
+    trust = given("ssl.ca.location", "ssl.truststore.location", "ssl.truststore.certificates")
+    if len(trust) > 1:
+        raise ConfigError(f"set only one of {', '.join(trust)}: each names the trusted CAs")
+    store_type = values["ssl_truststore_type"]
+    if given("ssl.truststore.location", "ssl.truststore.certificates") and store_type != "PEM":
+        raise ConfigError(f"ssl.truststore.type={store_type} is not supported: only PEM trust stores are "
+                          f"(set ssl.truststore.type=PEM for a PEM file, or use ssl.ca.location)")
+    if given("ssl.truststore.location", "ssl.truststore.certificates") and given("ssl.truststore.password"):
+        raise ConfigError("ssl.truststore.password cannot be used with a PEM trust store")
+    inline = given("ssl.keystore.key", "ssl.keystore.certificate.chain")
+    if inline:
+        raise ConfigError(f"{' and '.join(inline)} (inline PEM) is not supported; put the certificate and "
+                          f"key in files and set ssl.certificate.location and ssl.key.location")
+    if given("ssl.keystore.location"):
+        if values["ssl_keystore_type"] != "PEM":
+            raise ConfigError(f"ssl.keystore.type={values['ssl_keystore_type']} is not supported: only PEM "
+                              f"key stores are (or use ssl.certificate.location and ssl.key.location)")
+        if given("ssl.certificate.location", "ssl.key.location"):
+            raise ConfigError("set either ssl.keystore.location or ssl.certificate.location/"
+                              "ssl.key.location, not both")
+    if given("ssl.key.location") and not given("ssl.certificate.location"):
+        raise ConfigError("ssl.key.location needs ssl.certificate.location (the client certificate)")

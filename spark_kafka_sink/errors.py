@@ -26,9 +26,26 @@ class BrokerResponseError(KafkaError):
     name = "UNKNOWN_SERVER_ERROR"
 
     def __init__(self, message: str = ""):
+        self.message = message
         text = f"[Error {self.code}] {self.name}"
         super().__init__(f"{text}: {message}" if message else text)
 
+    def __reduce__(self):  # picklable without prefixing the code twice (Spark ships errors)
+        return (type(self), (self.message,))
+
+
+class AuthenticationError(KafkaError):
+    """Authentication with a broker failed: SASL credentials refused, a SASL mechanism the broker
+    does not enable, or a TLS handshake that failed (certificate not trusted, host name mismatch).
+
+    Not retriable by the caller's retries: the node is backed off (``reconnect.backoff.ms``
+    growing to ``reconnect.backoff.max.ms``) and waiting sends fail with it. The message names
+    the broker, the mechanism and the user, never a password."""
+
+
+# Broker codes that mean "authentication failed": their classes also derive from AuthenticationError.
+_AUTHENTICATION_CODES = frozenset({33, 34, 58})  # UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE,
+#                                                   SASL_AUTHENTICATION_FAILED
 
 # code, name, retriable, invalid_metadata — as in Apache Kafka's Errors enum.
 _CODES = (
@@ -173,7 +190,8 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {}
 for _code, _name, _retriable, _invalid in _CODES:
     _cls = type(
         _class_name(_name),
-        (BrokerResponseError,),
+        (BrokerResponseError, AuthenticationError) if _code in _AUTHENTICATION_CODES
+        else (BrokerResponseError,),
         {"code": _code, "name": _name, "retriable": _retriable, "invalid_metadata": _invalid,
          "__module__": __name__, "__doc__": f"Kafka error code {_code} ({_name})."},
     )
@@ -194,6 +212,9 @@ class UnknownBrokerError(BrokerResponseError):
         self.code = code
         self.name = f"UNKNOWN_CODE_{code}"
         super().__init__(message)
+
+    def __reduce__(self):
+        return (type(self), (self.code, self.message))
 
 
 def for_code(code: int) -> type[BrokerResponseError] | None:
@@ -229,6 +250,11 @@ class CorrelationIdMismatchError(ProtocolError):
 
 class UnsupportedVersionError(KafkaError):
     """No version of an API is supported by both this client and the broker."""
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake with a broker failed (Java's ``SslAuthenticationException``); the
+    message says why, e.g. "certificate verify failed" or a host name mismatch."""
 
 
 class ConfigError(KafkaError, ValueError):

@@ -6,15 +6,24 @@ ApiVersions (at our highest version; on UNSUPPORTED_VERSION it retries at the ve
 names for ApiVersions, else v0, per KIP-511). One request at a time; all bytes go through
 ClientFraming. Every socket operation is bounded by ``timeout_s``. Any error closes the
 connection, and socket errors surface as KafkaConnectionError naming the address.
+
+With ``security`` (:class:`~.security.ConnectionSecurity`), the socket is wrapped in TLS (the
+handshake bounded by ``timeout_s``; a failure raises :class:`SslAuthenticationError`) and, after
+ApiVersions, SASL runs as in the network client (``authenticator``); a refusal raises the
+:class:`AuthenticationError` the broker's code names.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from ..errors import KafkaConnectionError, KafkaError, ProtocolError, raise_for_code
+from ..errors import (
+    AuthenticationError, KafkaConnectionError, KafkaError, ProtocolError, SslAuthenticationError,
+    raise_for_code,
+)
 from ..protocol.api import ApiMessage
 from ..protocol.apis import API_VERSIONS
 from ..protocol.frames import DEFAULT_MAX_FRAME_BYTES
@@ -22,6 +31,9 @@ from ..protocol.framing import ClientFraming
 from ..protocol.values import Struct
 from ..protocol.versions import VersionRange, negotiate
 from .api_versions import FIRST_VERSION, api_versions_body, interpret_api_versions
+from .authenticator import SaslAuthenticator
+from .security import PLAINTEXT, ConnectionSecurity
+from .tls import describe_ssl_error
 
 _RECV_BYTES = 256 * 1024
 
@@ -30,7 +42,8 @@ class BlockingConnection:
     """A synchronous connection to one broker; a context manager."""
 
     def __init__(self, host: str, port: int, *, client_id: str = "spark-kafka-sink",
-                 timeout_s: float = 10.0, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
+                 timeout_s: float = 10.0, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 security: ConnectionSecurity = PLAINTEXT):
         self.address = f"{host}:{port}"
         self.timeout_s = timeout_s
         self._framing = ClientFraming(client_id, max_frame_bytes)
@@ -42,7 +55,11 @@ class BlockingConnection:
         except OSError as exc:
             raise self._connection_error("connect", exc) from exc
         try:
+            if security.ssl_context is not None:
+                self._sock = self._wrap_tls(self._sock, host, security.ssl_context)
             self._versions = self._fetch_api_versions()
+            if security.sasl is not None:
+                self._authenticate(SaslAuthenticator(security.sasl, self.address))
         except BaseException:
             self.close()
             raise
@@ -96,6 +113,26 @@ class BlockingConnection:
         assert outcome.versions is not None
         return outcome.versions
 
+    def _wrap_tls(self, sock: socket.socket, host: str, context: ssl.SSLContext) -> ssl.SSLSocket:
+        try:
+            return context.wrap_socket(sock, server_hostname=host)
+        except ssl.SSLError as exc:
+            sock.close()
+            raise SslAuthenticationError(f"TLS handshake with {self.address} failed: "
+                                         f"{describe_ssl_error(exc)}") from None
+        except OSError as exc:
+            sock.close()
+            raise self._connection_error("TLS handshake with", exc) from exc
+
+    def _authenticate(self, authenticator: SaslAuthenticator) -> None:
+        step = authenticator.first_request()
+        while step is not None:
+            api = step.api
+            response = self.request(api, step.body, version=step.version)
+            step = authenticator.on_response(api, response)
+        if not authenticator.complete:
+            raise AuthenticationError(f"{authenticator!r}: the exchange did not complete")
+
     def _live_socket(self) -> socket.socket:
         if self._sock is None:
             raise KafkaConnectionError(f"the connection to {self.address} is closed")
@@ -122,6 +159,12 @@ class BlockingConnection:
                     raise KafkaConnectionError(
                         f"{self.address} closed the connection while "
                         f"{self._framing.in_flight} request(s) awaited a response")
+        except ssl.SSLError as exc:
+            self.close()
+            if self._versions:
+                raise self._connection_error("receive from", exc) from exc
+            raise SslAuthenticationError(f"TLS handshake with {self.address} failed: "
+                                         f"{describe_ssl_error(exc)}") from None
         except OSError as exc:
             self.close()
             raise self._connection_error("receive from", exc) from exc

@@ -6,8 +6,9 @@ The rules:
 - DISCONNECTED -> CONNECTING when a connection is initiated. CONNECTING -> CHECKING_API_VERSIONS
   when the socket (and, later, its TLS transport) is up and the ApiVersions request is queued.
   CHECKING_API_VERSIONS -> READY when the broker's versions arrive, or -> AUTHENTICATING first
-  when SASL is configured (reserved for the security issue; nothing enters it yet).
-  AUTHENTICATING -> READY once the broker accepts us.
+  when SASL is configured (SaslHandshake and SaslAuthenticate run; ``client.authenticator``).
+  AUTHENTICATING -> READY once the broker accepts us. A refused authentication is a failure like
+  any other: DISCONNECTED, with the reconnect backoff grown.
 - Any state -> DISCONNECTED on a failure, a timeout or a close. No other move exists; asking for
   one raises :class:`~spark_kafka_sink.errors.IllegalStateError`.
 - Reconnect backoff: after the n-th consecutive failure a node waits
@@ -178,7 +179,7 @@ class ConnectionStates:
         self._reset_setup_timeout(entry)
 
     def authenticating(self, node_id: int) -> None:
-        """Reserved for SASL (the security issue)."""
+        """API versions known; the SASL exchange starts."""
         self._move(node_id, self._entry(node_id), _S.AUTHENTICATING)
 
     def ready(self, node_id: int) -> None:

@@ -21,8 +21,9 @@ A response that reports a retriable error for a topic or a partition (no leader 
 topic) asks for another update, subject to the backoff.
 
 Errors for a topic that waiting cannot fix (TOPIC_AUTHORIZATION_FAILED, INVALID_TOPIC_EXCEPTION)
-and fatal errors (:meth:`fatal_error`, e.g. the broker supports no Metadata version we speak) are
-raised to the threads waiting in :meth:`await_topic`.
+and fatal errors (:meth:`fatal_error`, e.g. the broker supports no Metadata version we speak, or
+a failed authentication) are raised to the threads waiting in :meth:`await_topic`; a successful
+update clears a fatal error not raised yet.
 """
 
 from __future__ import annotations
@@ -178,6 +179,7 @@ class Metadata:
                 return self._snapshot
             self._version += 1
             self._attempts = 0
+            self._fatal = None                     # a later success ends an earlier fatal error
             self._last_success_ms = now_ms
             self._new_topics.difference_update(t.name for t in response.topics)
             self._expire_topics(now_ms)

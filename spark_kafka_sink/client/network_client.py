@@ -14,7 +14,15 @@ request timeouts; finally it runs the callbacks and returns every completed requ
 Per node: a connection state (``connection_states``), a :class:`Connection` (framing and the
 broker's versions) while connected, and the in-flight requests (``in_flight``). Each connection
 negotiates ApiVersions before it is READY, and every request's version is negotiated against
-that connection's answer. A request whose connection drops completes with ``disconnected``; a
+that connection's answer. With SASL (``settings.sasl``) the connection then authenticates
+(``authenticator``: SaslHandshake, then SaslAuthenticate rounds) before it is READY.
+
+Authentication failures (SASL refused, or a TLS handshake the selector reports failed) are not
+retried at once: the connection is closed, the node waits its reconnect backoff (growing with each
+failure up to ``reconnect.backoff.max.ms``, as any failed connection), the error is kept for
+:meth:`NetworkClient.authentication_error` until the node is READY again, and it is raised to the
+threads waiting for metadata (``Metadata.fatal_error``), so a send fails with it instead of
+waiting ``max.block.ms``. A request whose connection drops completes with ``disconnected``; a
 request that outlives its timeout closes its connection (as Java: the broker may be stuck) and
 completes with ``timed_out``. A protocol error (bad frame, correlation id mismatch) closes the
 connection with the reason logged. Metadata refreshes go to the least-loaded node, one at a time,
@@ -32,17 +40,19 @@ from typing import Any, Callable
 
 from ..clock import Clock
 from ..errors import (
-    CorrelationIdMismatchError, IllegalStateError, KafkaConnectionError, ProtocolError,
-    UnsupportedVersionError,
+    AuthenticationError, CorrelationIdMismatchError, IllegalStateError, KafkaConnectionError,
+    ProtocolError, SslAuthenticationError, UnsupportedVersionError,
 )
-from ..protocol.apis import API_VERSIONS, METADATA
+from ..protocol.apis import API_VERSIONS, METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from ..protocol.frames import DEFAULT_MAX_FRAME_BYTES
 from ..protocol.framing import Response
 from ..structs import Node
 from .api_versions import FIRST_VERSION, api_versions_body, interpret_api_versions
+from .authenticator import SaslAuthenticator, SaslStep
 from .connection import Connection
 from .connection_states import FOREVER_MS, ConnectionState, ConnectionStates
 from .in_flight import InFlightRequests
+from .jaas import SASL_PROTOCOLS, SaslCredentials, sasl_credentials
 from .metadata import Metadata
 from .metadata_updater import MetadataUpdater
 from .requests import ClientRequest, ClientResponse, InFlightRequest
@@ -67,13 +77,17 @@ class NetworkSettings:
     send_buffer_bytes: int = 131_072
     receive_buffer_bytes: int = 32_768
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    sasl: SaslCredentials | None = None
 
     @classmethod
     def from_config(cls, config: Any, **overrides: Any) -> "NetworkSettings":
         """From any object with these attribute names (``ProducerConfig`` has them all but
-        ``max_frame_bytes``)."""
+        ``max_frame_bytes``); ``sasl`` from its SASL properties when its protocol uses SASL."""
         values = {name: getattr(config, name) for name in cls.__dataclass_fields__
                   if hasattr(config, name)}
+        if getattr(config, "security_protocol", "PLAINTEXT") in SASL_PROTOCOLS:
+            values["sasl"] = sasl_credentials(config.sasl_mechanism, config.sasl_username,
+                                              config.sasl_password, config.sasl_jaas_config)
         values.update(overrides)
         return cls(**values)
 
@@ -96,6 +110,8 @@ class NetworkClient:
         self._in_flight = InFlightRequests(settings.max_in_flight_requests_per_connection)
         self._connections: dict[int, Connection] = {}
         self._needs_api_versions: dict[int, int] = {}      # node -> ApiVersions version to send
+        self._authenticators: dict[int, SaslAuthenticator] = {}
+        self._auth_errors: dict[int, AuthenticationError] = {}
         self._updater = MetadataUpdater(metadata, settings.request_timeout_ms)
         self._closed = False
         self._polling_until_ms: int | None = None  # see wakeup_by
@@ -127,6 +143,11 @@ class NetworkClient:
     def connection_failed(self, node_id: int) -> bool:
         """The last connection to ``node_id`` failed or closed (it is not merely unknown)."""
         return self._states.is_disconnected(node_id)
+
+    def authentication_error(self, node_id: int) -> AuthenticationError | None:
+        """Why the last connection to ``node_id`` failed to authenticate (None: it did not, or
+        the node was READY since)."""
+        return self._auth_errors.get(node_id)
 
     def in_flight_request_count(self, node_id: int | None = None) -> int:
         return self._in_flight.count(node_id)
@@ -278,6 +299,11 @@ class NetworkClient:
         for node_id, reason in result.disconnected.items():
             if self._states.state(node_id) is ConnectionState.DISCONNECTED:
                 continue          # already handled (closed after a protocol error) or unknown
+            failure = result.handshake_failures.get(node_id)
+            if failure is not None:
+                self._authentication_failed(node_id, SslAuthenticationError(
+                    f"node {node_id} ({self._address(node_id)}): {failure}"), responses, now_ms)
+                continue
             log.info("node %d disconnected: %s", node_id, reason)
             self._process_disconnection(node_id, responses, now_ms)
 
@@ -374,6 +400,8 @@ class NetworkClient:
             responses.append(request.completed(response.body, now_ms))
         elif request.request.api is METADATA:
             self._updater.handle_response(response.body, now_ms)
+        elif request.request.api is SASL_HANDSHAKE or request.request.api is SASL_AUTHENTICATE:
+            self._handle_sasl_response(request, response, responses, now_ms)
         else:
             self._handle_api_versions_response(request, response, responses, now_ms)
 
@@ -383,8 +411,10 @@ class NetworkClient:
         outcome = interpret_api_versions(response.body, request.version)
         if outcome.versions is not None:
             self._connections[node_id].set_versions(outcome.versions)
-            self._states.ready(node_id)
-            log.debug("node %d is ready", node_id)
+            if self._settings.sasl is not None:
+                self._start_authentication(node_id, responses, now_ms)
+            else:
+                self._node_ready(node_id)
         elif outcome.retry_version is not None:
             log.debug("node %d does not know ApiVersions v%d; retrying at v%d",
                       node_id, request.version, outcome.retry_version)
@@ -393,6 +423,66 @@ class NetworkClient:
             log.warning("closing the connection to node %d: ApiVersions failed: %s",
                         node_id, outcome.error)
             self._close_connection(node_id, responses, now_ms)
+
+    def _node_ready(self, node_id: int) -> None:
+        self._states.ready(node_id)
+        self._auth_errors.pop(node_id, None)
+        log.debug("node %d is ready", node_id)
+
+    # --- SASL (see authenticator.py) ------------------------------------------------------------
+
+    def _start_authentication(self, node_id: int, responses: list[ClientResponse],
+                              now_ms: int) -> None:
+        assert self._settings.sasl is not None
+        self._states.authenticating(node_id)
+        authenticator = SaslAuthenticator(self._settings.sasl, self._address(node_id))
+        self._authenticators[node_id] = authenticator
+        log.debug("node %d: authenticating with %r", node_id, authenticator)
+        self._send_sasl_step(node_id, authenticator.first_request(), responses, now_ms)
+
+    def _handle_sasl_response(self, request: InFlightRequest, response: Response,
+                              responses: list[ClientResponse], now_ms: int) -> None:
+        node_id = request.node_id
+        authenticator = self._authenticators.get(node_id)
+        if authenticator is None:
+            return
+        try:
+            step = authenticator.on_response(request.request.api, response.body)
+        except AuthenticationError as exc:
+            self._authentication_failed(node_id, exc, responses, now_ms)
+            return
+        if step is not None:
+            self._send_sasl_step(node_id, step, responses, now_ms)
+            return
+        del self._authenticators[node_id]
+        self._node_ready(node_id)
+
+    def _send_sasl_step(self, node_id: int, step: SaslStep, responses: list[ClientResponse],
+                        now_ms: int) -> None:
+        connection = self._connections[node_id]
+        try:
+            version = connection.version_for(step.api, step.version)
+        except UnsupportedVersionError as exc:
+            self._authentication_failed(node_id, AuthenticationError(
+                f"node {node_id} ({self._address(node_id)}) cannot authenticate with SASL: {exc}"),
+                responses, now_ms)
+            return
+        request = ClientRequest(node_id, step.api, step.body, created_ms=now_ms)
+        self._do_send(request, connection, version, now_ms, internal=True)
+
+    def _authentication_failed(self, node_id: int, error: AuthenticationError,
+                               responses: list[ClientResponse], now_ms: int) -> None:
+        """Close, back off, remember the error and raise it to the metadata waiters."""
+        log.error("authentication with node %d failed: %s", node_id, error)
+        self._auth_errors[node_id] = error
+        if self._states.is_connected(node_id) or self._states.is_connecting(node_id):
+            self._selector.close(node_id)
+            self._process_disconnection(node_id, responses, now_ms)
+        self._metadata.fatal_error(error)
+
+    def _address(self, node_id: int) -> str:
+        node = self._metadata.snapshot.node(node_id)
+        return node.address if node is not None else f"node {node_id}"
 
     def _close_connection(self, node_id: int, responses: list[ClientResponse], now_ms: int) -> None:
         self._selector.close(node_id)
@@ -403,6 +493,7 @@ class NetworkClient:
         self._states.disconnected(node_id, now_ms)
         self._connections.pop(node_id, None)
         self._needs_api_versions.pop(node_id, None)
+        self._authenticators.pop(node_id, None)
         for request in self._in_flight.clear_all(node_id):
             if not request.internal:
                 responses.append(request.disconnected(now_ms, timed_out=timed_out))

@@ -17,8 +17,13 @@ close, a reset or a failed connect reports the node in ``disconnected`` with a r
 bytes that arrived before it. ``close(node_id)`` reports nothing (the caller knows). Connections
 with no traffic for ``connections.max.idle.ms`` are closed and reported as disconnected.
 
-Each socket is wrapped in a transport: plain TCP now; the TLS transport of the security issue
-plugs in through ``transport_factory`` (a handshake step before "connected" is reported).
+Each socket is wrapped in a transport made by ``transport_factory(sock, host)``: plain TCP
+(:class:`PlainTransport`), or TLS (``client.tls.TlsTransport``). Once the TCP connect completes the
+transport's handshake runs on socket events (``wanted_events``), and "connected" is reported only
+when it is done. A failed TLS handshake reports the node in ``disconnected`` and also in
+``handshake_failures`` (the network client treats it as an authentication failure). A transport may
+hold encrypted bytes the socket did not take yet: the selector keeps waiting for "writable" until
+``flush`` wrote them, so a send counts as completed once the transport took all its bytes.
 """
 
 from __future__ import annotations
@@ -30,10 +35,11 @@ import selectors
 import socket
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import IllegalStateError, KafkaConnectionError
+from .tls import TLS_PROTOCOLS, TlsHandshakeError, TlsTransport, build_ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +51,14 @@ _MAX_WAIT_MS = 2**31 - 1
 
 @dataclass(frozen=True)
 class PollResult:
-    """What one poll saw. ``disconnected`` maps node -> reason; ``received`` node -> chunks."""
+    """What one poll saw. ``disconnected`` maps node -> reason; ``received`` node -> chunks;
+    ``handshake_failures`` node -> reason for the disconnected nodes whose TLS handshake failed."""
 
     connected: tuple[int, ...] = ()
     disconnected: Mapping[int, str] = field(default_factory=dict)
     completed_sends: tuple[int, ...] = ()
     received: Mapping[int, list[bytes]] = field(default_factory=dict)
+    handshake_failures: Mapping[int, str] = field(default_factory=dict)
 
 
 class Selectable(Protocol):
@@ -68,17 +76,37 @@ class Selectable(Protocol):
     def close(self, node_id: int | None = None) -> None: ...
 
 
+class Transport(Protocol):
+    """How the selector moves bytes over one connected socket (see the module docstring)."""
+
+    sock: socket.socket
+
+    def handshake(self) -> bool: ...            # advance the handshake; True once it is done
+
+    def wanted_events(self) -> int: ...         # what the handshake waits for
+
+    def send(self, data: memoryview) -> int: ...   # bytes taken; BlockingIOError: none now
+
+    def recv(self, size: int) -> bytes: ...     # b"": end of stream; BlockingIOError: none now
+
+    def flush(self) -> bool: ...                # write held bytes; True when none are left
+
+    def wants_write(self) -> bool: ...          # bytes are held for the socket
+
+
 class PlainTransport:
-    """Plain TCP. A transport may need a handshake before it carries data (TLS will)."""
+    """Plain TCP: no handshake, nothing held back."""
 
     __slots__ = ("sock",)
 
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: socket.socket, host: str | None = None):
         self.sock = sock
 
     def handshake(self) -> bool:
-        """Advance the handshake; True once the transport carries data."""
         return True
+
+    def wanted_events(self) -> int:
+        return selectors.EVENT_READ
 
     def send(self, data: memoryview) -> int:
         return self.sock.send(data)
@@ -86,17 +114,25 @@ class PlainTransport:
     def recv(self, size: int) -> bytes:
         return self.sock.recv(size)
 
+    def flush(self) -> bool:
+        return True
+
+    def wants_write(self) -> bool:
+        return False
+
 
 class _Channel:
     """One socket and its queue of unwritten sends (private to the selector)."""
 
-    __slots__ = ("node_id", "sock", "transport", "connecting", "out", "last_active_ms", "events")
+    __slots__ = ("node_id", "sock", "transport", "connecting", "tcp_up", "out", "last_active_ms",
+                 "events")
 
-    def __init__(self, node_id: int, sock: socket.socket, transport: PlainTransport, now_ms: int):
+    def __init__(self, node_id: int, sock: socket.socket, transport: Transport, now_ms: int):
         self.node_id = node_id
         self.sock = sock
         self.transport = transport
-        self.connecting = True
+        self.connecting = True       # until the TCP connect and the transport's handshake are done
+        self.tcp_up = False
         self.out: deque[memoryview] = deque()
         self.last_active_ms = now_ms
         self.events = selectors.EVENT_WRITE
@@ -110,10 +146,11 @@ class _PollBuilder:
         self.disconnected: dict[int, str] = {}
         self.completed_sends: list[int] = []
         self.received: dict[int, list[bytes]] = {}
+        self.handshake_failures: dict[int, str] = {}
 
     def result(self) -> PollResult:
         return PollResult(tuple(self.connected), self.disconnected, tuple(self.completed_sends),
-                          self.received)
+                          self.received, self.handshake_failures)
 
 
 class Selector:
@@ -121,7 +158,7 @@ class Selector:
 
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK, connections_max_idle_ms: int = -1,
                  receive_chunk_bytes: int = DEFAULT_RECEIVE_CHUNK,
-                 transport_factory: Callable[[socket.socket], PlainTransport] = PlainTransport):
+                 transport_factory: Callable[[socket.socket, str], Transport] = PlainTransport):
         self._clock = clock
         self._idle_ms = connections_max_idle_ms
         self._chunk = receive_chunk_bytes
@@ -151,7 +188,12 @@ class Selector:
         except OSError as exc:
             raise KafkaConnectionError(
                 f"connecting to node {node_id} at {host}:{port} failed: {exc}") from exc
-        channel = _Channel(node_id, sock, self._transport_factory(sock), self._clock.monotonic_ms())
+        try:
+            transport = self._transport_factory(sock, host)
+        except BaseException:
+            sock.close()
+            raise
+        channel = _Channel(node_id, sock, transport, self._clock.monotonic_ms())
         self._channels[node_id] = channel
         self._selector.register(sock, channel.events, channel)   # writable once connected
 
@@ -231,7 +273,7 @@ class Selector:
     def _handle_events(self, channel: _Channel, mask: int, now_ms: int, out: _PollBuilder) -> None:
         try:
             if channel.connecting:
-                if mask & selectors.EVENT_WRITE:
+                if channel.tcp_up or mask & selectors.EVENT_WRITE:
                     self._finish_connect(channel, out.connected)
                     channel.last_active_ms = now_ms
                 return
@@ -239,18 +281,27 @@ class Selector:
                 self._read(channel, now_ms, out)
             if mask & selectors.EVENT_WRITE and self._owns(channel):
                 self._write(channel, now_ms, out)
+            elif self._owns(channel) and channel.transport.wants_write():
+                self._want(channel, channel.events | selectors.EVENT_WRITE)
+        except TlsHandshakeError as exc:
+            self._drop(channel, _describe(exc), out)
+            out.handshake_failures[channel.node_id] = _describe(exc)
         except OSError as exc:
             self._drop(channel, _describe(exc), out)
 
     def _finish_connect(self, channel: _Channel, connected: list[int]) -> None:
-        err = channel.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        if err:
-            raise OSError(err, f"connect failed: {os.strerror(err)}")
+        if not channel.tcp_up:
+            err = channel.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                raise OSError(err, f"connect failed: {os.strerror(err)}")
+            channel.tcp_up = True
         if not channel.transport.handshake():
+            self._want(channel, channel.transport.wanted_events())
             return
         channel.connecting = False
         connected.append(channel.node_id)
-        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if channel.out else 0)
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if channel.out
+                                         or channel.transport.wants_write() else 0)
         self._want(channel, events)
 
     def _read(self, channel: _Channel, now_ms: int, out: _PollBuilder) -> None:
@@ -268,6 +319,8 @@ class Selector:
                 return
 
     def _write(self, channel: _Channel, now_ms: int, out: _PollBuilder) -> None:
+        if not channel.transport.flush():
+            return
         while channel.out:
             view = channel.out[0]
             try:
@@ -280,7 +333,8 @@ class Selector:
                 return
             channel.out.popleft()
             out.completed_sends.append(channel.node_id)
-        self._want(channel, selectors.EVENT_READ)
+        held = channel.transport.wants_write()
+        self._want(channel, selectors.EVENT_READ | (selectors.EVENT_WRITE if held else 0))
 
     def _expire_idle(self, now_ms: int, out: _PollBuilder) -> None:
         if self._idle_ms < 0:
@@ -331,6 +385,14 @@ class Selector:
     def _ensure_open(self) -> None:
         if self._closed:
             raise IllegalStateError("the selector is closed")
+
+
+def transport_factory_for(config: Any) -> Callable[[socket.socket, str], Transport]:
+    """The transport for ``config.security_protocol``: TLS for SSL and SASL_SSL (its context
+    built now, so a bad certificate file fails here), plain TCP otherwise."""
+    if getattr(config, "security_protocol", "PLAINTEXT") in TLS_PROTOCOLS:
+        return TlsTransport.factory(build_ssl_context(config))
+    return PlainTransport
 
 
 def _start_connect(resolved: tuple, send_buffer_bytes: int,

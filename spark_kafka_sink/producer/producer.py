@@ -29,7 +29,7 @@ from typing import Any, Mapping
 from ..client.cluster import ClusterSnapshot, PartitionInfo
 from ..client.metadata import Metadata
 from ..client.network_client import NetworkClient, NetworkSettings
-from ..client.selector import Selectable, Selector
+from ..client.selector import Selectable, Selector, transport_factory_for
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import ProducerConfig
 from ..errors import KafkaError, KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
@@ -137,7 +137,8 @@ class KafkaProducer:
             retry_backoff_max_ms=cfg.retry_backoff_max_ms, delivery_timeout_ms=cfg.delivery_timeout_ms,
             buffer_pool=self._pool, clock=clock, idempotence=idempotence, partitioner=self._partitioner)
         self._client = NetworkClient(
-            selector=selector or Selector(clock=clock, connections_max_idle_ms=cfg.connections_max_idle_ms),
+            selector=selector or Selector(clock=clock, connections_max_idle_ms=cfg.connections_max_idle_ms,
+                                          transport_factory=transport_factory_for(cfg)),
             metadata=self._metadata, clock=clock,
             settings=NetworkSettings.from_config(cfg, client_id=self.client_id))
         self._metrics = ProducerMetrics(clock=clock, client_id=self.client_id)

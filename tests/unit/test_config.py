@@ -56,6 +56,7 @@ KAFKA_4_DEFAULTS = {
     "ssl.keystore.type": "JKS", "ssl.keystore.location": None, "ssl.keystore.password": None,
     "ssl.keystore.key": None, "ssl.keystore.certificate.chain": None, "ssl.key.password": None,
     "ssl.endpoint.identification.algorithm": "https",
+    "ssl.ca.location": None, "ssl.certificate.location": None, "ssl.key.location": None,
 }
 
 
@@ -249,9 +250,10 @@ def test_reconnect_backoff_alone_disables_exponential_backoff():
 @pytest.mark.parametrize(("raw", "shown"), [
     ("SSL", "SSL"), ("sasl_ssl", "SASL_SSL"), ("SASL_PLAINTEXT", "SASL_PLAINTEXT"),
 ])
-def test_security_protocols_other_than_plaintext_are_not_supported_yet(raw, shown):
-    assert error_of({"security.protocol": raw}) == (
-        f"security.protocol={shown} is not supported yet (only PLAINTEXT is)")
+def test_every_security_protocol_is_accepted(raw, shown):
+    # the security rules themselves: tests/unit/test_config_security.py
+    sasl = {"sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "p"} if "SASL" in shown else {}
+    assert make(**{"security.protocol": raw, **sasl}).security_protocol == shown
 
 
 def test_a_misspelt_security_protocol_lists_the_valid_ones():

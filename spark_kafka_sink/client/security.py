@@ -1,0 +1,37 @@
+"""What a connection needs for ``security.protocol``: a TLS context and/or SASL credentials.
+
+:meth:`ConnectionSecurity.from_config` reads a ``ProducerConfig`` (or any object with its
+attribute names); the blocking connection (admin calls, the probe, tests) takes the result. The
+producer's selector gets its TLS transport from ``selector.transport_factory_for`` and its SASL
+credentials through ``NetworkSettings``, from the same config.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field
+from typing import Any
+
+from .jaas import SASL_PROTOCOLS, SaslCredentials, sasl_credentials
+from .tls import TLS_PROTOCOLS, build_ssl_context
+
+
+@dataclass(frozen=True)
+class ConnectionSecurity:
+    """``ssl_context`` None: plain TCP; ``sasl`` None: no SASL."""
+
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
+    sasl: SaslCredentials | None = None
+
+    @classmethod
+    def from_config(cls, config: Any) -> "ConnectionSecurity":
+        protocol = getattr(config, "security_protocol", "PLAINTEXT")
+        context = build_ssl_context(config) if protocol in TLS_PROTOCOLS else None
+        sasl = None
+        if protocol in SASL_PROTOCOLS:
+            sasl = sasl_credentials(config.sasl_mechanism, config.sasl_username,
+                                    config.sasl_password, config.sasl_jaas_config)
+        return cls(context, sasl)
+
+
+PLAINTEXT = ConnectionSecurity()

@@ -1,0 +1,172 @@
+"""The network client's SASL step and authentication failures, over the FakeSelector: a fake
+broker answers SaslHandshake/SaslAuthenticate for PLAIN and SCRAM (server side from the RFC)."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+
+import pytest
+
+from spark_kafka_sink.client.connection_states import ConnectionState
+from spark_kafka_sink.client.jaas import SaslCredentials
+from spark_kafka_sink.client.selector import PollResult
+from spark_kafka_sink.errors import (
+    AuthenticationError, SaslAuthenticationFailedError, SslAuthenticationError,
+    UnsupportedSaslMechanismError,
+)
+from spark_kafka_sink.protocol import API_VERSIONS, METADATA
+from spark_kafka_sink.protocol.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
+
+from .fake_selector import FakeSelector
+from .test_network_client import Harness
+from .test_sasl import ScramServer
+
+PASSWORD = "Correct-Horse-77"
+WRONG = "Wrong-Horse-13"
+
+
+class SaslBroker:
+    """SaslHandshake + SaslAuthenticate for one user; ``password`` may change between tests."""
+
+    def __init__(self, mechanisms=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), password=PASSWORD):
+        self.mechanisms = list(mechanisms)
+        self.password = password
+        self.mechanism = None
+        self.scram = None
+
+    def install(self, broker) -> None:
+        broker.handlers[SASL_HANDSHAKE.api_key] = self.handshake
+        broker.handlers[SASL_AUTHENTICATE.api_key] = self.authenticate
+
+    def handshake(self, request):
+        self.mechanism = request.body.mechanism
+        error = 0 if self.mechanism in self.mechanisms else 33
+        return {"error_code": error, "mechanisms": self.mechanisms}
+
+    def authenticate(self, request):
+        token = bytes(request.body.auth_bytes)
+        if self.mechanism == "PLAIN":
+            ok = token == b"\0alice\0" + self.password.encode()
+            return self._answer(b"" if ok else None)
+        if token.startswith(b"n,,"):
+            self.scram = ScramServer("sha512" if self.mechanism.endswith("512") else "sha256", self.password)
+            return self._answer(self.scram.first(token))
+        final = self.scram.final(token)
+        return self._answer(None if final.startswith(b"e=") else final)
+
+    def _answer(self, token):
+        if token is None:
+            message = f"Authentication failed: Invalid username or password ({self.mechanism})"
+            return {"error_code": 58, "auth_bytes": b"", "error_message": message}
+        return {"error_code": 0, "error_message": None, "auth_bytes": token, "session_lifetime_ms": 0}
+
+
+def harness(mechanism: str, password: str = PASSWORD, **broker_kw) -> tuple[Harness, SaslBroker]:
+    h = Harness(brokers=[(1, "b1", 9092)], sasl=SaslCredentials(mechanism, "alice", password))
+    sasl = SaslBroker(**broker_kw)
+    sasl.install(h.brokers[1])
+    return h, sasl
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_a_sasl_connection_authenticates_before_it_is_ready(mechanism):
+    h, _ = harness(mechanism)
+    seen = []
+    for _ in range(10):
+        h.poll()
+        seen.append(h.state(-1))
+        if h.metadata.update_version:
+            break
+    assert h.metadata.update_version == 1
+    assert ConnectionState.AUTHENTICATING in seen
+    apis = [r.api for r in h.brokers[1].requests]
+    rounds = 1 if mechanism == "PLAIN" else 2
+    assert apis == [API_VERSIONS, SASL_HANDSHAKE] + [SASL_AUTHENTICATE] * rounds + [METADATA]
+    handshake = h.brokers[1].requests[1]
+    assert handshake.version == 1 and handshake.body.mechanism == mechanism
+    assert h.brokers[1].requests[2].version == SASL_AUTHENTICATE.max_version
+    h.connect(1)
+    assert h.client.authentication_error(1) is None
+
+
+def test_a_wrong_password_fails_waiters_at_once_and_backs_off(caplog):
+    caplog.set_level(logging.DEBUG)
+    h, _ = harness("SCRAM-SHA-512", password=WRONG)
+    for _ in range(5):
+        h.poll()
+    error = h.client.authentication_error(-1)
+    assert isinstance(error, SaslAuthenticationFailedError) and isinstance(error, AuthenticationError)
+    assert str(error) == ("[Error 58] SASL_AUTHENTICATION_FAILED: SASL SCRAM-SHA-512 authentication of user "
+                          "'alice' with b1:9092 was refused: Authentication failed: Invalid username or "
+                          "password (SCRAM-SHA-512)")
+    with pytest.raises(SaslAuthenticationFailedError):
+        h.metadata.await_topic("t2", 60_000, h.clock)      # no wait for max.block.ms
+    assert h.state(-1) is ConnectionState.DISCONNECTED
+    # 5 s of a busy caller: the reconnect backoff (50 ms doubling to 1 s) bounds the attempts
+    for _ in range(500):
+        h.clock.advance(10)
+        h.poll()
+        h.client.ready(-1, h.now)
+    assert 5 <= h.brokers[1].connections <= 10
+    text = caplog.text + repr(error) + repr(h.client._settings)
+    assert WRONG not in text and PASSWORD not in text
+
+
+def test_an_unsupported_mechanism_names_the_enabled_ones():
+    h, _ = harness("SCRAM-SHA-256", mechanisms=("PLAIN",))
+    for _ in range(4):
+        h.poll()
+    error = h.client.authentication_error(-1)
+    assert isinstance(error, UnsupportedSaslMechanismError) and isinstance(error, AuthenticationError)
+    assert "the broker enables the SASL mechanisms: PLAIN" in str(error)
+
+
+def test_authentication_recovers_once_the_broker_accepts_the_password():
+    h, sasl = harness("PLAIN", password=WRONG)
+    for _ in range(4):
+        h.poll()
+    assert h.client.authentication_error(-1) is not None
+    sasl.password = WRONG                 # e.g. the user was (re)created with this password
+    h.clock.advance(1000)
+    h.bootstrap()
+    assert h.client.authentication_error(-1) is None and h.state(-1) is ConnectionState.READY
+    assert h.metadata.await_topic("t", 1000, h.clock).partition_count("t") == 3
+
+
+class HandshakeFailingSelector(FakeSelector):
+    """Reports the next connection's TLS handshake as failed."""
+
+    def poll(self, timeout_ms):
+        result = super().poll(timeout_ms)
+        if not result.connected:
+            return result
+        reason = "TLS handshake with b1 failed: certificate verify failed: unable to get local issuer"
+        failed = dict.fromkeys(result.connected, reason)
+        for node_id in result.connected:
+            self.close(node_id)
+        return PollResult((), failed, result.completed_sends, {}, failed)
+
+
+def test_a_failed_tls_handshake_is_an_authentication_error():
+    h = Harness(brokers=[(1, "b1", 9092)])
+    sel = HandshakeFailingSelector()
+    sel.brokers = h.sel.brokers
+    h.client._selector = sel
+    h.poll()
+    h.poll()
+    error = h.client.authentication_error(-1)
+    assert isinstance(error, SslAuthenticationError)
+    assert str(error) == ("node -1 (b1:9092): TLS handshake with b1 failed: certificate verify failed: "
+                          "unable to get local issuer")
+    with pytest.raises(SslAuthenticationError):
+        h.metadata.await_topic("t2", 60_000, h.clock)
+    assert h.client.connection_delay(-1, h.now) > 0
+
+
+def test_authentication_errors_pickle_unchanged_for_spark():
+    for error in (SaslAuthenticationFailedError("SASL PLAIN authentication of user 'alice' was refused"),
+                  UnsupportedSaslMechanismError("enables: PLAIN"), SslAuthenticationError("bad cert")):
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error) and str(copy) == str(error)
+        assert isinstance(copy, AuthenticationError)
