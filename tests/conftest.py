@@ -3,6 +3,9 @@
 ``kafka``          one node for the whole session (or an external cluster, see below).
 ``kafka_cluster``  three nodes (replication factor 3, min ISR 2) per test module, started only by
                    the modules that ask for it; tests may kill and restart its nodes.
+``proxied_cluster`` a ``spark_kafka_sink.testing.KafkaCluster`` of three nodes, each behind a
+                   FaultProxy, per test module (the fault tests keep to one module: a 3-node start
+                   costs 10-30 s on 2 cores).
 
 The nodes' storage and logs live in pytest's temporary directory (``basetemp``/kafka-1node0/...,
 kept for the last three runs). If a broker cannot start, the fixture FAILS (it never skips), and
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 import pytest
 
 from spark_kafka_sink.embedded import BrokerLaunchError, EmbeddedKafka
+from spark_kafka_sink.testing import KafkaCluster
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -66,6 +70,23 @@ def kafka_cluster(tmp_path_factory):
     it back (``restart_node``) so later tests of the module see three brokers.
     """
     yield from _embedded(3, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def proxied_cluster(tmp_path_factory):
+    """Three nodes (RF 3, min ISR 2), each client listener behind its own FaultProxy
+    (``cluster.proxy(node_id)``); replication and the quorum stay direct. Tests that kill,
+    freeze or stall a node bring it back before they end."""
+    cluster = KafkaCluster(3, proxied=True, work_dir=tmp_path_factory.mktemp("kafka-3proxied"))
+    try:
+        cluster.start()
+    except BrokerLaunchError as exc:
+        pytest.fail(f"the proxied 3-node Apache Kafka did not start: {type(exc).__name__}: {exc}",
+                    pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
 
 
 def _embedded(nodes: int, tmp_path_factory):

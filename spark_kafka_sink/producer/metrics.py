@@ -1,8 +1,9 @@
 """Producer metrics with Java's names: sensors the sender records into, snapshots that merge.
 
 The sender reports what happened, once per request or per failed/retried batch and never per
-record, through four hooks: :meth:`ProducerMetrics.on_produce_request`, :meth:`~ProducerMetrics.
-on_response`, :meth:`~ProducerMetrics.on_retry` and :meth:`~ProducerMetrics.on_error`. State the
+record, through five hooks: :meth:`ProducerMetrics.on_produce_request`, :meth:`~ProducerMetrics.
+on_drain`, :meth:`~ProducerMetrics.on_response`, :meth:`~ProducerMetrics.on_retry` and
+:meth:`~ProducerMetrics.on_error`. State the
 producer already keeps (free buffer memory, in-flight requests, metadata age) is read by gauges
 at snapshot time. :meth:`ProducerMetrics.snapshot` returns a frozen, picklable
 :class:`MetricsSnapshot`; the Spark layer ships them from executors and merges them on the driver.
@@ -33,6 +34,10 @@ Where this differs from Java (each for a stated reason):
 - Per-topic retry/error counts are recorded even for a topic that never had a request sent.
 - ``request-total`` / ``request-rate`` count responses received (``on_response``), globally and
   per node; acks=0 requests, which get none, are not counted.
+- Ours, for checking the sender's per-leader drain (one ProduceRequest per node per drain,
+  holding every sendable partition of that node): ``produce-drain-total`` counts drains that
+  sent at least one request (``on_drain``); per node, ``produce-request-total`` counts the
+  ProduceRequests sent and ``produce-partition-total`` the partition batches they carried.
 - Not reported: ``bufferpool-wait-ratio`` (needs the pool to record each wait into a sensor),
   ``produce-throttle-time-*``, ``batch-split-*``, the selector's network metrics.
 
@@ -240,6 +245,7 @@ _GLOBAL = {
     "requests": _meter("request"),
     "record-retries": _meter("record-retry"),
     "errors": _meter("record-error"),
+    "drains": {"produce-drain-total": Total},
 }
 _TOPIC = {
     "records": _meter("record-send"),
@@ -251,6 +257,8 @@ _TOPIC = {
 _NODE = {
     "latency": {"request-latency-avg": Avg, "request-latency-max": Max},
     "requests": _meter("request"),
+    "produce-requests": {"produce-request-total": Total},
+    "produce-partitions": {"produce-partition-total": Total},
 }
 
 _MAX_MERGED = frozenset({"batch-size-max", "record-queue-time-max", "request-latency-max",
@@ -312,15 +320,21 @@ class ProducerMetrics:
                     g["record-size"].record(uncompressed - HEADER_SIZE, now_ms, count)
                 records += count
             g["records-per-request"].record(records, now_ms)
+            node = self._node(node_id).sensors
+            node["produce-requests"].record(1, now_ms)
+            node["produce-partitions"].record(len(batches), now_ms)
+
+    def on_drain(self, now_ms: int) -> None:
+        """One sender drain sent at least one ProduceRequest (at most one per node)."""
+        with self._lock:
+            self._global.sensors["drains"].record(1, now_ms)
 
     def on_response(self, node_id: int, latency_ms: float) -> None:
         """A response from ``node_id``, ``latency_ms`` after its request was sent."""
         now_ms = self._clock.monotonic_ms()
         g = self._global.sensors
         with self._lock:
-            node = self._nodes.get(node_id)
-            if node is None:
-                node = self._nodes[node_id] = _Scope(_NODE, self._samples, self._window_ms)
+            node = self._node(node_id)
             g["request-time"].record(latency_ms, now_ms)
             g["requests"].record(1, now_ms)
             node.sensors["latency"].record(latency_ms, now_ms)
@@ -340,6 +354,13 @@ class ProducerMetrics:
         with self._lock:
             self._global.sensors[global_sensor].record(record_count, now_ms)
             self._topic(topic).sensors[topic_sensor].record(record_count, now_ms)
+
+    def _node(self, node_id: int) -> _Scope:
+        """The node's sensors, created on first use. Lock held."""
+        scope = self._nodes.get(node_id)
+        if scope is None:
+            scope = self._nodes[node_id] = _Scope(_NODE, self._samples, self._window_ms)
+        return scope
 
     def _topic(self, topic: str) -> _Scope:
         """The topic's sensors, created on first use. Lock held."""

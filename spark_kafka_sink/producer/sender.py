@@ -279,6 +279,8 @@ class Sender:
             if live:
                 self._send_produce_request(node_id, live, now_ms)
                 sent = True
+        if sent:
+            self._record_metric("on_drain", now_ms)
         return sent
 
     def _send_produce_request(self, node_id: int, batches: list[ProducerBatch], now_ms: int) -> None:

@@ -44,13 +44,16 @@ class MidpointRandom(random.Random):
 
 
 class RecordingMetrics:
-    """The four calls the sender makes, recorded."""
+    """The five calls the sender makes, recorded."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, tuple]] = []
 
     def on_produce_request(self, node_id, batches, now_ms):
         self.calls.append(("request", (node_id, len(batches))))
+
+    def on_drain(self, now_ms):
+        self.calls.append(("drain", ()))
 
     def on_response(self, node_id, latency_ms):
         self.calls.append(("response", (node_id, latency_ms)))

@@ -1,11 +1,12 @@
-"""A loopback TCP fault proxy for resilience tests: cut connections, stalled sockets, latency.
+"""A loopback TCP fault proxy for resilience tests: stalls, delays, cuts, refused connections.
 
     with FaultProxy("127.0.0.1", broker_port) as proxy:
         client connects to proxy.address ...
+        proxy.stall(2.0)            # forward nothing for 2 s (stall() alone: until resume())
+        proxy.delay(50)             # every chunk forwarded 50 ms late (0: off)
+        proxy.cut()                 # RST every live connection; new ones are accepted
         proxy.cut_after(10_000)     # RST every connection once 10,000 more bytes went upstream
-        proxy.stall(); ...; proxy.resume()
-        proxy.latency(50)           # every chunk forwarded 50 ms late
-        proxy.refuse(); ...; proxy.accept()
+        proxy.refuse(3.0)           # connection refused for 3 s (refuse() alone: until accept())
 
 It listens on 127.0.0.1:<free port> and forwards bytes both ways to one target, from a single
 selector thread (plus a socketpair to wake it). Faults act on demand:
@@ -15,20 +16,24 @@ selector thread (plus a socketpair to wake it). Faults act on demand:
 - ``cut_after(n, direction)``: forward exactly ``n`` more bytes in ``direction`` ("upstream" =
   client → target, "downstream" = target → client), then ``cut()``. One-shot. This is the
   "connection cut mid-request" case.
-- ``stall()`` / ``resume()``: stop forwarding (and reading) in both directions without closing
-  anything; new connections are accepted and connected upstream but stay silent too.
-- ``latency(ms)``: each chunk read is forwarded ``ms`` later (0: none).
-- ``refuse()`` / ``accept()``: close / re-open the listening socket on the same port, so new
-  connections get ECONNREFUSED. Current connections are untouched.
+- ``stall(seconds=None)`` / ``resume()``: stop forwarding (and reading) in both directions without
+  closing anything; new connections are accepted and connected upstream but stay silent too.
+  With ``seconds`` the proxy resumes by itself after that long.
+- ``delay(ms)``: each chunk read is forwarded ``ms`` later (0: none). ``latency`` is an alias.
+- ``refuse(seconds=None)`` / ``accept()``: close / re-open the listening socket on the same port,
+  so new connections get ECONNREFUSED; current connections are untouched. With ``seconds`` the
+  proxy accepts again by itself after that long.
 - Counters: ``connections_total`` (accepted), ``active_connections``, ``bytes_up``, ``bytes_down``
-  (bytes written to the far side), ``cuts``.
+  (bytes written to the far side), ``cuts``; ``stalled`` and ``refusing`` tell the current state.
 
 ``close()`` closes every socket and joins the thread (bounded); nothing is left behind.
 
 **Kafka needs the broker to advertise the proxy.** A client bootstrapped through the proxy reads
 the broker's advertised listener from Metadata and connects there directly, bypassing the proxy
-after the first request. The broker must therefore advertise the proxy's address. For one embedded
-node, choose the broker port first, start the proxy in front of it, then the broker::
+after the first request. The broker must therefore advertise the proxy's address:
+``KafkaCluster(proxied=True)`` (``spark_kafka_sink.testing``) does that for every node. For one
+embedded node by hand, choose the broker port first, start the proxy in front of it, then the
+broker::
 
     from spark_kafka_sink.embedded import EmbeddedKafka
     from spark_kafka_sink.embedded.ports import free_ports
@@ -40,9 +45,7 @@ node, choose the broker port first, start the proxy in front of it, then the bro
         producer = KafkaProducer({"bootstrap.servers": proxy.address, ...})
 
 The launcher's readiness probe talks to ``broker_port`` directly and only checks node ids, so it
-is not affected. ``extra_properties`` applies to every node alike, so a multi-node cluster cannot
-be proxied per node this way (each node would need its own ``advertised.listeners``); the
-launcher would need per-node overrides for that.
+is not affected.
 """
 
 from __future__ import annotations
@@ -114,7 +117,11 @@ class _Link:
 
 
 class FaultProxy:
-    """A TCP proxy on 127.0.0.1 in front of ``target_host:target_port``; a context manager."""
+    """A TCP proxy on 127.0.0.1 in front of ``target_host:target_port``; a context manager.
+
+    ``target`` may be reassigned while the proxy runs (new connections go there); ``port`` picks
+    the listening port (0: a free one).
+    """
 
     def __init__(self, target_host: str, target_port: int, *, port: int = 0):
         self.target = (target_host, target_port)
@@ -133,6 +140,8 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._stalled = False
+        self._stall_until: float | None = None  # monotonic time of an automatic resume()
+        self._refuse_until: float | None = None  # monotonic time of an automatic accept()
         self._latency_s = 0.0
         self._cut_after: dict[str, int] = {}
         self._cut_due = False
@@ -200,26 +209,66 @@ class FaultProxy:
             self._cut_due = self._cut_due or n_bytes == 0
         self._call(arm)
 
-    def stall(self) -> None:
-        """Stop forwarding in both directions without closing anything."""
-        self._call(lambda: setattr(self, "_stalled", True))
+    def stall(self, seconds: float | None = None) -> None:
+        """Stop forwarding in both directions without closing anything.
+
+        ``seconds=None``: until :meth:`resume`; otherwise the proxy resumes by itself after that
+        long (an earlier ``resume()`` or a new ``stall()`` replaces the timer).
+        """
+        until = self._deadline(seconds, "stall")
+
+        def arm() -> None:
+            self._stalled = True
+            self._stall_until = until
+        self._call(arm)
 
     def resume(self) -> None:
-        self._call(lambda: setattr(self, "_stalled", False))
+        """Forward again after :meth:`stall`."""
+        def clear() -> None:
+            self._stalled = False
+            self._stall_until = None
+        self._call(clear)
 
-    def latency(self, ms: float) -> None:
-        """Delay every chunk by ``ms`` milliseconds (0 turns it off)."""
+    def delay(self, ms: float) -> None:
+        """Delay every chunk by ``ms`` milliseconds, both directions (0 turns it off)."""
         if ms < 0:
-            raise ValueError(f"latency must be >= 0 ms, got {ms}")
+            raise ValueError(f"delay must be >= 0 ms, got {ms}")
         self._call(lambda: setattr(self, "_latency_s", ms / 1000.0))
 
-    def refuse(self) -> None:
-        """New connections are refused (the listening socket is closed)."""
-        self._call(self._unlisten)
+    latency = delay  # the earlier name
+
+    def refuse(self, seconds: float | None = None) -> None:
+        """New connections are refused (the listening socket is closed); live ones stay.
+
+        ``seconds=None``: until :meth:`accept`; otherwise the proxy listens again, on the same
+        port, after that long.
+        """
+        until = self._deadline(seconds, "refuse")
+
+        def arm() -> None:
+            self._unlisten()
+            self._refuse_until = until
+        self._call(arm)
 
     def accept(self) -> None:
         """New connections are accepted again, on the same port."""
-        self._call(lambda: self._listen(self.port) if self._listener is None else None)
+        self._call(self._relisten)
+
+    @property
+    def stalled(self) -> bool:
+        return self._stalled
+
+    @property
+    def refusing(self) -> bool:
+        return self._thread is not None and self._listener is None
+
+    @staticmethod
+    def _deadline(seconds: float | None, what: str) -> float | None:
+        if seconds is None:
+            return None
+        if seconds <= 0:
+            raise ValueError(f"{what} seconds must be > 0 (or None: until undone), got {seconds}")
+        return time.monotonic() + seconds
 
     # --- commands run on the proxy thread ----------------------------------------------------
 
@@ -260,6 +309,7 @@ class FaultProxy:
             while not self._stopping:
                 self._run_commands()
                 now = time.monotonic()
+                self._run_timers(now)
                 self._release_delayed(now)
                 self._maybe_cut()
                 self._update_interest()
@@ -271,8 +321,22 @@ class FaultProxy:
                 self._close_link(link, rst=False)
             self._unlisten()
 
+    def _run_timers(self, now: float) -> None:
+        """The automatic ends of ``stall(seconds)`` and ``refuse(seconds)``."""
+        if self._stall_until is not None and now >= self._stall_until:
+            self._stalled = False
+            self._stall_until = None
+        if self._refuse_until is not None and now >= self._refuse_until:
+            self._relisten()
+
+    def _relisten(self) -> None:
+        self._refuse_until = None
+        if self._listener is None:
+            self._listen(self.port)
+
     def _timeout(self, now: float) -> float:
         dues = [p.delayed[0][0] for link in self._links for p in link.pipes() if p.delayed]
+        dues += [t for t in (self._stall_until, self._refuse_until) if t is not None]
         return max(0.0, min([now + _TICK_S, *dues]) - now)
 
     def _dispatch(self, key: selectors.SelectorKey, events: int) -> None:

@@ -1,4 +1,5 @@
-"""FaultProxy against a tiny echo server on 127.0.0.1: forwarding and every fault on demand."""
+"""spark_kafka_sink.testing.FaultProxy against a tiny echo server on 127.0.0.1: forwarding and
+every fault on demand, timed (stall/refuse for N seconds) and until undone."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 
 import pytest
 
-from tests.faultproxy import DOWNSTREAM, FaultProxy, advertise_through
+from spark_kafka_sink.testing import DOWNSTREAM, FaultProxy, advertise_through
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -192,18 +193,61 @@ def test_stall_holds_bytes_without_closing_and_resume_delivers_them(proxy):
         assert _recv_exactly(sock, 4) == b"held"
 
 
-def test_latency_delays_every_chunk_each_way(proxy):
+def test_delay_slows_every_chunk_each_way(proxy):
     with _connect(proxy) as sock:
-        proxy.latency(150)
+        proxy.delay(150)
         began = time.monotonic()
         assert _round_trip(sock, b"slow") == b"slow"
         assert time.monotonic() - began >= 0.29  # 150 ms up, 150 ms down
-        proxy.latency(0)
+        proxy.delay(0)
         began = time.monotonic()
         assert _round_trip(sock, b"fast") == b"fast"
         assert time.monotonic() - began < 0.15
-    with pytest.raises(ValueError):
-        proxy.latency(-1)
+    with pytest.raises(ValueError, match="delay"):
+        proxy.delay(-1)
+
+
+def test_latency_is_the_old_name_of_delay(proxy):
+    with _connect(proxy) as sock:
+        proxy.latency(100)
+        began = time.monotonic()
+        assert _round_trip(sock, b"slow") == b"slow"
+        assert time.monotonic() - began >= 0.19
+
+
+def test_timed_stall_resumes_by_itself(proxy):
+    with _connect(proxy) as sock:
+        assert _round_trip(sock, b"before") == b"before"
+        began = time.monotonic()
+        proxy.stall(0.5)
+        assert proxy.stalled
+        sock.sendall(b"held")
+        sock.settimeout(0.25)
+        with pytest.raises(socket.timeout):
+            sock.recv(4)
+        sock.settimeout(_IO_TIMEOUT_S)
+        assert _recv_exactly(sock, 4) == b"held"
+        waited = time.monotonic() - began
+        assert 0.45 <= waited < 3.0, waited
+        assert not proxy.stalled
+
+
+def test_resume_ends_a_timed_stall_early_and_a_new_stall_replaces_the_timer(proxy):
+    with _connect(proxy) as sock:
+        proxy.stall(30)
+        proxy.resume()
+        assert _round_trip(sock, b"at once") == b"at once"
+        proxy.stall(0.2)
+        proxy.stall()  # until resume(): the 0.2 s timer is gone
+        sock.sendall(b"x")
+        sock.settimeout(0.6)
+        with pytest.raises(socket.timeout):
+            sock.recv(1)
+        proxy.resume()
+        sock.settimeout(_IO_TIMEOUT_S)
+        assert _recv_exactly(sock, 1) == b"x"
+    with pytest.raises(ValueError, match="stall seconds"):
+        proxy.stall(0)
 
 
 def test_refuse_and_accept_new_connections_on_the_same_port(proxy):
@@ -218,6 +262,32 @@ def test_refuse_and_accept_new_connections_on_the_same_port(proxy):
         with _connect(proxy) as again:
             assert _round_trip(again, b"back") == b"back"
     assert proxy.connections_total == 2
+
+
+def test_timed_refuse_listens_again_by_itself_on_the_same_port(proxy):
+    port = proxy.port
+    proxy.refuse(0.5)
+    assert proxy.refusing
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=_IO_TIMEOUT_S)
+    _wait_for(lambda: not proxy.refusing, "the proxy to listen again")
+    assert proxy.port == port
+    with _connect(proxy) as again:
+        assert _round_trip(again, b"back") == b"back"
+    with pytest.raises(ValueError, match="refuse seconds"):
+        proxy.refuse(-1)
+
+
+def test_cut_resets_a_stalled_connection(proxy):
+    with _connect(proxy) as sock:
+        proxy.stall()
+        sock.sendall(b"stuck")
+        proxy.cut()
+        with pytest.raises(ConnectionResetError):
+            sock.recv(5)
+    proxy.resume()
+    with _connect(proxy) as again:
+        assert _round_trip(again, b"ok") == b"ok"
 
 
 def test_a_refusing_target_resets_the_client():

@@ -1,0 +1,17 @@
+"""Test tooling for users: a real Kafka cluster with nodes to kill, and a TCP fault proxy.
+
+    from spark_kafka_sink.testing import FaultProxy, KafkaCluster
+
+:class:`KafkaCluster` runs Apache Kafka (KRaft) from its jars (``spark_kafka_sink.embedded``; Java
+17+ needed) and can kill, stop and restart nodes, create topics and report leaders and ISRs.
+With ``proxied=True`` each node sits behind a :class:`FaultProxy` whose ``stall``, ``delay``,
+``cut`` and ``refuse`` controls act on client connections only. See the README's testing section
+for a pytest example.
+"""
+
+from __future__ import annotations
+
+from .cluster import KafkaCluster
+from .faultproxy import DOWNSTREAM, UPSTREAM, FaultProxy, advertise_through
+
+__all__ = ["DOWNSTREAM", "UPSTREAM", "FaultProxy", "KafkaCluster", "advertise_through"]
