@@ -58,7 +58,8 @@ def resolve_columns(data: Any, *, value: Any = "value", key: Any = DEFAULT,
     its default: the column named ``key``/``headers``/``timestamp``/``partition`` if ``data``
     has one. A name given explicitly must exist. Types: value and key binary or string (any
     width); headers ``list<struct<key: string, value: binary>>``; timestamp an Arrow timestamp
-    (any unit and zone) or int64 epoch milliseconds; partition any integer type.
+    (any unit and zone) or int64 epoch milliseconds; partition any integer type. A null header
+    or header key is a ``ValueError`` naming the input row (``.row``).
     """
     import pyarrow as pa
 
@@ -120,6 +121,7 @@ def _check_types(columns: ArrowColumns) -> None:
         if not ok:
             raise TypeError(f"the headers column has type {kind}; expected "
                             f"list<struct<key: string, value: binary>>")
+        _check_header_keys(headers)
     stamp = columns.timestamp
     if stamp is not None and not (pa.types.is_timestamp(stamp.type) or pa.types.is_int64(stamp.type)):
         raise TypeError(f"the timestamp column has type {stamp.type}; expected a timestamp or "
@@ -127,6 +129,26 @@ def _check_types(columns: ArrowColumns) -> None:
     part = columns.partition
     if part is not None and not pa.types.is_integer(part.type):
         raise TypeError(f"the partition column has type {part.type}; expected an integer type")
+
+
+def _check_header_keys(headers: Any) -> None:
+    """A null header, or a header with a null key, is a ``ValueError`` naming its row of the
+    input (``.row``), found here, before the rows are reordered by partition."""
+    import pyarrow.compute as pc
+
+    items = headers.flatten()  # the headers of every row, in row order (the slice's only)
+    if not len(items):
+        return
+    keys = items.flatten()[0]  # null where the header or its key is null
+    if not keys.null_count:
+        return
+    first = pc.index(keys.is_null(), True).as_py()
+    offsets = headers.offsets.to_numpy(zero_copy_only=False)
+    row = int(np.searchsorted(offsets, offsets[0] + first, side="right")) - 1
+    what = "a null header" if items.is_null()[first].as_py() else "a header with a null key"
+    error = ValueError(f"headers: row {row} of the input has {what} (Kafka headers need a string key)")
+    error.row = row  # type: ignore[attr-defined]
+    raise error
 
 
 _PER_MS = {"s": None, "ms": 1, "us": 1_000, "ns": 1_000_000}

@@ -65,14 +65,17 @@ def _lengths(array: Any) -> np.ndarray:
     return pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def row_chunks(sizes: np.ndarray, budget: int) -> list[tuple[int, int]]:
+def row_chunks(sizes: np.ndarray, budget: int, max_rows: int | None = None) -> list[tuple[int, int]]:
     """Consecutive row ranges of at most ``budget`` bytes each (by ``sizes``; a row larger than
-    the budget is a range of its own): how ``send_arrow`` bounds the memory one encoding pass
-    takes, whatever the size of the input."""
+    the budget is a range of its own) and at most ``max_rows`` rows: how ``send_arrow`` bounds
+    the memory one encoding pass takes, whatever the size of the input. The row cap matters for
+    tiny rows, whose per-row work arrays (varints, lengths, offsets) outweigh their bytes."""
     ends = np.cumsum(sizes, dtype=np.int64)
     chunks, start, done = [], 0, 0
     while start < len(sizes):
         stop = max(start + 1, int(np.searchsorted(ends, done + budget, side="right")))
+        if max_rows is not None:
+            stop = min(stop, start + max_rows)
         chunks.append((start, stop))
         start, done = stop, int(ends[stop - 1])
     return chunks

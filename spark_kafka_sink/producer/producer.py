@@ -44,6 +44,7 @@ from .idempotence import IdempotenceState
 from .metrics import MetricsSnapshot, ProducerMetrics
 from .partitioner import StickyPartitioner, TopicPartitions, check_partition, partition_for_key
 from .sender import Sender, SenderSettings
+from .topics import check_topic
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,10 @@ _client_ids = itertools.count(1)
 _ARROW_CHUNK_BYTES = 8 << 20
 """Key and value bytes ``send_arrow`` encodes in one pass (at least 4 x ``batch.size``): bounds
 the encoded copy a large input holds beyond ``buffer.memory``."""
+_ARROW_CHUNK_ROWS = 1 << 17
+"""Rows ``send_arrow`` prepares in one pass, whatever their size: tiny rows cost more in per-row
+work arrays than in bytes (2,000,000 rows of 3 B: peak RSS +300 MB in 8 MB passes, +116 MB in
+passes of 131,072 rows, and twice as fast)."""
 
 _LEVEL_ATTRIBUTE = {
     CompressionType.GZIP: "compression_gzip_level",
@@ -157,7 +162,9 @@ class KafkaProducer:
              callback=None) -> RecordFuture:
         """Queue one record; returns its future (see the module docstring).
 
-        Raises at once: ``TypeError`` for a key/value that is not bytes, str or None;
+        Raises at once: ``TypeError`` for a key/value that is not bytes, str or None, for headers
+        that are not a list or tuple of ``(str, bytes | None)`` pairs, or a topic that is not a
+        str; ``InvalidTopicExceptionError`` for a name Kafka does not allow (:mod:`.topics`);
         ``RecordTooLargeError`` over ``max.request.size`` or ``buffer.memory``;
         ``InvalidPartitionError``; ``MetadataTimeoutError`` / ``BufferExhaustedError`` when
         ``max.block.ms`` runs out; ``ProducerClosedError`` after ``close()``.
@@ -173,6 +180,9 @@ class KafkaProducer:
         # large: skip the estimate; anything else is estimated exactly as before
         if (headers or type(key) is not bytes or type(value) is not bytes
                 or len(key) + len(value) > self._unchecked_payload_limit):
+            if headers and not isinstance(headers, (list, tuple)):  # a str, dict or generator
+                raise TypeError(f"headers must be a list or tuple of (str, bytes | None) pairs, "
+                                f"not {type(headers).__name__}")
             if RecordBatchBuilder.estimate_size_upper_bound(key, value, headers) > self._max_record_size:
                 self._check_size(topic, key, value, headers)
         clock = self._clock
@@ -182,6 +192,7 @@ class KafkaProducer:
         if snapshot is not None:
             remaining_ms = max_block_ms
         else:  # a new topic, or the first send in this millisecond: the locked, waiting path
+            check_topic(topic)  # a bad name never reaches the metadata (a known topic is valid)
             start_ms = now_ms
             snapshot = self._metadata.await_topic(topic, max_block_ms, clock)
             now_ms = clock.monotonic_ms()
@@ -224,6 +235,7 @@ class KafkaProducer:
         counts, per-partition offset ranges), not a future per row.
 
         Raises at once, with nothing queued: ``TypeError``/``ValueError`` for a bad column (named),
+        ``TypeError``/``InvalidTopicExceptionError`` for a bad topic name (:mod:`.topics`),
         ``RecordTooLargeError`` and ``InvalidPartitionError`` naming the row,
         ``MetadataTimeoutError``, ``ProducerClosedError``. Queuing a batch waits for memory at
         most ``max.block.ms``; rows that could not be queued fail in the result with that error.
@@ -233,6 +245,7 @@ class KafkaProducer:
 
         if self._closed:
             raise ProducerClosedError("cannot send after the producer is closed")
+        check_topic(topic)
         columns = resolve_columns(data, value=value, key=key, headers=headers, timestamp=timestamp,
                                   partition=partition)
         result = ArrowSendResult(columns.rows)
@@ -252,7 +265,7 @@ class KafkaProducer:
             return prepare_rows(topic, columns.slice(start, stop), timestamps[start:stop],
                                 plan.slice(start, stop), self._max_record_size, limit, row_offset=start)
 
-        chunks = row_chunks(sizes, max(_ARROW_CHUNK_BYTES, 4 * cfg.batch_size))
+        chunks = row_chunks(sizes, max(_ARROW_CHUNK_BYTES, 4 * cfg.batch_size), _ARROW_CHUNK_ROWS)
         first = prepare(*chunks[0])
         for start, stop in chunks[1:]:  # every record is checked before anything is queued
             prepare(start, stop)

@@ -49,6 +49,7 @@ from typing import Any, Mapping
 
 from ..config import JAVA_ONLY, PROPERTIES, ProducerConfig
 from ..errors import ConfigError
+from ..producer.topics import topic_name_problem
 
 KAFKA_PREFIX = "kafka."
 TOPIC = "topic"
@@ -76,10 +77,6 @@ _DURATION = re.compile(r"([0-9]+)([a-z]+)?")
 _UNIT_US = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "min": 60_000_000,
             "h": 3_600_000_000, "d": 86_400_000_000}
 
-# Kafka's Topic.validate: legal characters, at most 249 of them, not "." nor "..".
-_TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
-MAX_TOPIC_LENGTH = 249
-
 
 def parse_duration_ms(value: Any) -> int:
     """Milliseconds from a Spark-style duration (``"10m"``, ``"30s"``, ``"1h"``, ``"500ms"``,
@@ -97,21 +94,6 @@ def parse_duration_ms(value: Any) -> int:
     if unit not in _UNIT_US:
         raise ValueError(f"{value!r} has an unknown unit {unit!r}; use one of {', '.join(_UNIT_US)}")
     return number * _UNIT_US[unit] // 1_000
-
-
-def topic_name_problem(name: Any) -> str | None:
-    """Why ``name`` cannot be a Kafka topic (Kafka's own rules), or ``None`` if it can."""
-    if not isinstance(name, str):
-        return f"a topic must be a string, got {type(name).__name__}"
-    if not name:
-        return "a topic name must not be empty"
-    if name in (".", ".."):
-        return f"a topic cannot be named {name!r}"
-    if len(name) > MAX_TOPIC_LENGTH:
-        return f"a topic name has at most {MAX_TOPIC_LENGTH} characters, got {len(name)}"
-    if not _TOPIC_CHARS.fullmatch(name):
-        return f"topic {name!r} has characters other than ASCII letters, digits, '.', '_' and '-'"
-    return None
 
 
 @dataclass(frozen=True)

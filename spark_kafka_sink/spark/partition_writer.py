@@ -257,7 +257,7 @@ class PartitionWriter:
                 send(record.topic, record.value, record.key, record.partition, record.timestamp_ms,
                      record.headers, tally)
             except Exception as error:  # noqa: BLE001 - reported with its record by check()
-                outcome.record_send_error(error, record.topic, record.partition)
+                outcome.record_send_error(error, record.topic, record.partition, position)
                 return
 
     def __repr__(self) -> str:
