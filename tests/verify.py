@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError
@@ -24,13 +25,16 @@ class ConsumedRecord:
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, *, expected_count: int,
-                timeout_s: float = 60.0) -> dict[int, list[ConsumedRecord]]:
+                timeout_s: float = 60.0,
+                security: Mapping[str, str] | None = None) -> dict[int, list[ConsumedRecord]]:
     """Every record of ``topic``, per partition, read from the beginning with CRC checks on.
 
     Returns once every partition has reached its end and at least ``expected_count`` records were
-    read; fails (AssertionError) after ``timeout_s`` with what it did read.
+    read; fails (AssertionError) after ``timeout_s`` with what it did read. ``security``: the
+    listener's client properties (``security.protocol``, ``ssl.*``, ``sasl.*``), librdkafka names.
     """
     consumer = Consumer({
+        **(security or {}),
         "bootstrap.servers": bootstrap,
         "group.id": f"verify-{topic}",
         "enable.auto.commit": False,

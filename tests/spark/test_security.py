@@ -1,0 +1,84 @@
+"""KafkaSink over TLS + SASL: Spark executors write through a SASL_SSL listener (SCRAM-SHA-512,
+hostname verification on) in both modes, given only ``kafka.*`` options; confluent-kafka reads
+the records back over the same listener. A wrong password fails the write with an
+AuthenticationError, and the password appears neither in the error nor in the sink's repr.
+
+The secured broker is this module's own (SASL and TLS listeners, no client certificate).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from spark_kafka_sink import KafkaSink
+from spark_kafka_sink.admin import create_topic
+from spark_kafka_sink.embedded import BrokerLaunchError, BrokerSecurity, EmbeddedKafka
+
+from ..verify import consume_all, end_offsets
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+PROTOCOL = "SASL_SSL"
+MECHANISM = "SCRAM-SHA-512"
+PARTITIONS = 2
+ROWS = 3_000
+WRONG_PASSWORD = "Wrong-Password-7310"
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    cluster = EmbeddedKafka(1, work_dir=tmp_path_factory.mktemp("kafka-spark-secured"),
+                            security=BrokerSecurity(client_auth="none"))
+    try:
+        cluster.start()
+    except BrokerLaunchError as exc:
+        pytest.fail(f"the secured embedded broker did not start: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def _client(secured) -> dict[str, str]:
+    return {"bootstrap.servers": secured.bootstrap_for(PROTOCOL),
+            **secured.client_properties(PROTOCOL, mechanism=MECHANISM)}
+
+
+def _sink_options(client: dict[str, str], topic: str) -> dict[str, str]:
+    return {"topic": topic, **{f"kafka.{name}": value for name, value in client.items()}}
+
+
+@pytest.mark.parametrize("mode", ["arrow", "rows"])
+def test_the_sink_writes_over_sasl_ssl(spark, secured, mode):
+    client = _client(secured)
+    topic = f"secured-{mode}-{uuid.uuid4().hex[:8]}"
+    create_topic(client["bootstrap.servers"], topic, PARTITIONS, config=client)
+    df = spark.range(ROWS).selectExpr("cast(id as string) as key", "concat('v-', id) as value")
+
+    sink = KafkaSink(_sink_options(client, topic), mode=mode)
+    assert client["sasl.password"] not in repr(sink)
+    sink.write(df.repartition(2))
+
+    records = consume_all(client["bootstrap.servers"], topic, PARTITIONS, expected_count=ROWS,
+                          security={k: v for k, v in client.items() if k != "bootstrap.servers"})
+    got = sorted(int(r.key) for part in records.values() for r in part)
+    assert got == list(range(ROWS)), "every row exactly once"
+    assert all(r.value == f"v-{int(r.key)}".encode() for part in records.values() for r in part)
+
+
+def test_a_wrong_password_fails_the_write_without_showing_it(spark, secured):
+    client = _client(secured)
+    topic = f"secured-denied-{uuid.uuid4().hex[:8]}"
+    create_topic(client["bootstrap.servers"], topic, 1, config=client)
+    options = _sink_options({**client, "sasl.password": WRONG_PASSWORD}, topic)
+    df = spark.range(10).selectExpr("cast(id as string) as value")
+
+    with pytest.raises(Exception) as raised:
+        KafkaSink(options, **{"kafka.max.block.ms": "20000"}).write(df.coalesce(1))
+    message = str(raised.value)
+    assert "AuthenticationError" in message or "Authentication failed" in message, message[-2000:]
+    assert WRONG_PASSWORD not in message
+    plain = {"bootstrap.servers": secured.bootstrap_servers}
+    assert end_offsets(plain["bootstrap.servers"], topic, 1) == {0: 0}
