@@ -17,6 +17,15 @@ What it does (Java's ``RecordAccumulator``; DESIGN.md §4):
 - ``expired_batches`` removes queued batches older than ``delivery.timeout.ms``; ``reenqueue`` puts a
   retried batch back at the front (in sequence order with idempotence), with an exponential,
   jittered backoff (KIP-580).
+- ``split_and_reenqueue`` (Java's ``splitAndReenqueue``) splits a batch the broker refused as
+  MESSAGE_TOO_LARGE and puts the parts back at the front of the partition's deque, in order (in
+  sequence order with idempotence), as if never tried: no backoff, no attempt counted. The parts
+  target at most ``batch.size`` and at most half the refused batch (bytes before compression),
+  so every split makes progress and a record that is itself too large ends up alone (Java
+  halves only from a batch's second split, KAFKA-8350; ours are never over ``batch.size``, so a
+  first split by ``batch.size`` would rebuild the same batch). The refused batch's pool lease is
+  shared out among the parts, so the memory stays counted until they complete and exactly the
+  leased bytes go back.
 
 Deviations from Java, on purpose: a partition held back by idempotence is skipped rather than
 ending the node's drain; the retry backoff is drawn once per retry (stored on the batch) instead of
@@ -60,7 +69,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ProducerClosedError
 from ..record import CompressionType, RecordBatchBuilder
 from ..structs import TopicPartition
-from .buffer_pool import BufferPool
+from .buffer_pool import BufferPool, MemoryLease
 from .future import RecordFuture, SendCallback
 from .idempotence import IdempotenceState
 from .producer_batch import ProducerBatch
@@ -369,7 +378,7 @@ class RecordAccumulator:
                     batches[-1].close_for_appends()
                 batch = ProducerBatch(tp, builder, now_ms, buffer=lease)
                 batch.close_for_appends()
-                batch.completion.count_for(tally, builder.record_count)
+                batch.completion.count_for(tally, 0, builder.record_count)
                 batches.append(batch)
                 lease = None  # the batch owns it now
                 with self._incomplete_lock:
@@ -527,6 +536,46 @@ class RecordAccumulator:
                 self._insert_in_sequence_order(queue.batches, batch)
             else:
                 queue.batches.appendleft(batch)
+
+    def split_and_reenqueue(self, big: ProducerBatch, now_ms: int) -> list[ProducerBatch]:
+        """Split ``big`` (refused as too large, holding more than one record) and queue the
+        parts at the front of its deque; the parts, in order. See the module docstring. With
+        idempotence the parts carry ``big``'s sequences and are tracked in flight (the caller
+        stops tracking ``big``). ``big`` keeps no lease: the caller still deallocates it, which
+        forgets it."""
+        target = min(self.batch_size, max(1, big.estimated_size_in_bytes // 2))
+        parts = big.split(target, compression_type=self._compression_type,
+                          compression_level=self._compression_level)
+        self._share_lease(big, parts)
+        with self._incomplete_lock:
+            self._incomplete.update(parts)
+        if self._idempotence is not None:
+            for part in parts:
+                self._idempotence.add_in_flight(part)
+        queue = self._queue_for(big.topic_partition)
+        with queue.lock:
+            for part in reversed(parts):
+                if self._idempotence is not None:
+                    self._insert_in_sequence_order(queue.batches, part)
+                else:
+                    queue.batches.appendleft(part)
+        log.debug("split a batch of %d records for %s into %d at %d bytes each at most, now %d ms",
+                  big.record_count, big.topic_partition, len(parts), target, now_ms)
+        return parts
+
+    @staticmethod
+    def _share_lease(big: ProducerBatch, parts: list[ProducerBatch]) -> None:
+        """Hand ``big``'s lease on to ``parts``: each takes what its records need, the last the
+        rest, so the shares add up to exactly the leased bytes."""
+        lease, big.buffer = big.buffer, None
+        if lease is None:
+            return
+        remaining = lease.size
+        for part in parts[:-1]:
+            share = min(remaining, part.estimated_size_in_bytes)
+            part.buffer = MemoryLease(share)
+            remaining -= share
+        parts[-1].buffer = MemoryLease(remaining)
 
     def _insert_in_sequence_order(self, batches: deque[ProducerBatch], batch: ProducerBatch) -> None:
         """Java's ``insertInSequenceOrder``: ahead of every batch with a higher sequence or none.

@@ -26,6 +26,15 @@ Order of completion, once per batch (``BatchCompletion.finish``):
 3. the batch is *settled*: ``wait_settled`` (flush) returns only now, so a flush returns after
    every callback of the flushed records has run.
 
+Split (the broker refused the batch as MESSAGE_TOO_LARGE; :meth:`BatchCompletion.split_into`):
+the batch's records move to smaller batches, each with a completion of its own, and the old
+completion never finishes. Futures keep pointing at it and follow the split to their record's new
+completion and index (Java chains ``FutureRecordMetadata`` the same way), so ``result()``,
+``done()``, callbacks and offsets come from the batch that finally carried the record. The tally
+counts and callback futures move with their records, so each is still told exactly once. The old
+completion is settled when all its parts are (Java's ``addDependent``), so a flush that started
+before the split still waits for every record.
+
 Thread safety: appends and completion may race with ``result``/``add_done_callback`` from any
 thread; one small lock per batch orders them, and waiters get a condition lazily (most batches
 are never waited on individually).
@@ -33,10 +42,14 @@ are never waited on individually).
 
 from __future__ import annotations
 
+import bisect
 import concurrent.futures
+import enum
 import logging
 import threading
-from typing import Callable, Optional
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
 
 from ..structs import RecordMetadata, TopicPartition
 
@@ -49,11 +62,29 @@ NO_TIMESTAMP = -1
 INVALID_OFFSET = -1
 
 
+class Watch(enum.Enum):
+    """What :meth:`BatchCompletion.add_watcher_if_pending` did."""
+
+    ATTACHED = "attached"  # the function runs when the batch completes
+    DONE = "done"          # the outcome is known: the caller runs the function itself
+    MOVED = "moved"        # the batch was split: look the record's completion up again
+
+
+@dataclass(frozen=True)
+class SplitPart:
+    """One batch a split batch's records moved to: records ``first`` onwards (up to the next
+    part's ``first``) are that batch's records ``0..``, in order."""
+
+    first: int
+    completion: "BatchCompletion"
+
+
 class BatchCompletion:
     """The outcome of one batch, shared by its records' futures (Java's ``ProduceRequestResult``)."""
 
     __slots__ = ("topic_partition", "base_offset", "log_append_time_ms", "error",
-                 "_final", "_settled", "_lock", "_condition", "_watchers", "_tallies")
+                 "_final", "_settled", "_lock", "_condition", "_watchers", "_tallies",
+                 "_split", "_split_firsts", "_parent", "_parts_pending")
 
     def __init__(self, topic_partition: TopicPartition):
         self.topic_partition = topic_partition
@@ -65,7 +96,13 @@ class BatchCompletion:
         self._lock = threading.Lock()
         self._condition: threading.Condition | None = None
         self._watchers: list[RecordFuture] = []  # futures with callbacks, in append order
-        self._tallies: dict | None = None  # DeliveryTally -> records counted against it
+        # [tally, first index, end index] runs of records counted against a DeliveryTally, in
+        # append order (runs, not a per-tally count, so that a split knows whose records go where)
+        self._tallies: list[list] | None = None
+        self._split: tuple[SplitPart, ...] | None = None  # set once, by split_into
+        self._split_firsts: tuple[int, ...] = ()
+        self._parent: BatchCompletion | None = None  # the completion this one is a split part of
+        self._parts_pending = 0
 
     @property
     def done(self) -> bool:
@@ -81,37 +118,110 @@ class BatchCompletion:
         """Register a future that has callbacks to run; called by the batch before completion."""
         self._watchers.append(future)
 
-    def count_for(self, tally, records: int = 1) -> None:
-        """Count ``records`` appended records against ``tally`` (a ``DeliveryTally``), told at
-        ``finish``."""
+    def count_for(self, tally, index: int, records: int = 1) -> None:
+        """Count the ``records`` records appended from ``index`` on against ``tally`` (a
+        ``DeliveryTally``), told at ``finish``."""
         tallies = self._tallies
         if tallies is None:
-            self._tallies = {tally: records}
+            self._tallies = [[tally, index, index + records]]
+            return
+        last = tallies[-1]
+        if last[0] is tally and last[2] == index:
+            last[2] = index + records
         else:
-            tallies[tally] = tallies.get(tally, 0) + records
+            tallies.append([tally, index, index + records])
+
+    def tally_counts(self) -> dict:
+        """Records counted per tally (each tally once, in first-append order)."""
+        counts: dict = {}
+        for tally, first, end in self._tallies or ():
+            counts[tally] = counts.get(tally, 0) + end - first
+        return counts
 
     def finish(self, base_offset: int, log_append_time_ms: int, error: BaseException | None) -> bool:
         """Store the outcome, tell the tallies, run the callbacks, settle. ``False`` if already
-        finished."""
+        finished, or split (its records finish with their new batches)."""
         with self._lock:
-            if self._final:
+            if self._final or self._split is not None:
                 return False
             self.base_offset = base_offset
             self.log_append_time_ms = log_append_time_ms
             self.error = error
             self._final = True
             self._notify_locked()
-        for tally, count in (self._tallies or {}).items():
+        for tally, count in self.tally_counts().items():
             try:
                 tally.batch_completed(self.topic_partition, count, error, base_offset)
             except Exception:  # like a callback: must not stop the others, nor the sender
                 log.exception("Error counting a batch of %s in a delivery tally", self.topic_partition)
         for future in self._watchers:  # frozen now: nothing is added after _final
             future._run_callbacks()
+        self._mark_settled()
+        return True
+
+    def _mark_settled(self) -> None:
         with self._lock:
             self._settled = True
             self._notify_locked()
-        return True
+        parent = self._parent
+        if parent is not None:
+            parent._part_settled()
+
+    def _part_settled(self) -> None:
+        """One of this split completion's parts settled; settled itself after the last one."""
+        with self._lock:
+            self._parts_pending -= 1
+            last = self._parts_pending == 0
+        if last:
+            self._mark_settled()
+
+    # --- split ----------------------------------------------------------------------------------
+
+    @property
+    def is_split(self) -> bool:
+        return self._split is not None
+
+    def split_into(self, parts: Sequence[SplitPart]) -> None:
+        """Move this batch's records to ``parts`` (fresh completions, in record order, the first
+        starting at record 0); see the module docstring. Called once, before any outcome."""
+        if not parts or parts[0].first != 0:
+            raise ValueError("split parts must start at record 0")
+        firsts = tuple(part.first for part in parts)
+        if any(a >= b for a, b in zip(firsts, firsts[1:])):
+            raise ValueError(f"split parts must be in record order, got firsts {firsts}")
+        with self._lock:
+            if self._final or self._split is not None:
+                raise RuntimeError(f"a completed or already split batch of {self.topic_partition} "
+                                   "cannot be split")
+            ends = firsts[1:] + (None,)
+            for part, end in zip(parts, ends):
+                target = part.completion
+                for tally, first, stop in self._tallies or ():
+                    low = max(first, part.first)
+                    high = stop if end is None else min(stop, end)
+                    if low < high:
+                        target.count_for(tally, low - part.first, high - low)
+                target._parent = self
+            for future in self._watchers:
+                index = future._resolved()[1]  # its index here: this completion is not split yet
+                part = parts[bisect.bisect_right(firsts, index) - 1]
+                part.completion._watchers.append(future)
+            self._watchers = []
+            self._tallies = None
+            self._parts_pending = len(parts)
+            self._split_firsts = firsts
+            self._split = tuple(parts)  # last: readers without the lock see a complete split
+            self._notify_locked()
+
+    def follow(self, index: int) -> tuple["BatchCompletion", int]:
+        """Where record ``index`` of this completion went: its completion and index there,
+        through every split (a split part may be split again)."""
+        completion = self
+        while completion._split is not None:
+            position = bisect.bisect_right(completion._split_firsts, index) - 1
+            part = completion._split[position]
+            completion, index = part.completion, index - part.first
+        return completion, index
 
     def _notify_locked(self) -> None:
         if self._condition is not None:
@@ -126,25 +236,28 @@ class BatchCompletion:
             return self._condition.wait_for(predicate, timeout)
 
     def wait_done(self, timeout: float | None = None) -> bool:
-        """Block until the outcome is known; ``False`` on timeout (seconds, ``None``: forever)."""
-        return self._wait(lambda: self._final, timeout)
+        """Block until the outcome is known or the batch is split (then the records' outcomes
+        are their new batches'); ``False`` on timeout (seconds, ``None``: forever)."""
+        return self._wait(lambda: self._final or self._split is not None, timeout)
 
     def wait_settled(self, timeout: float | None = None) -> bool:
         """Block until every callback has run; ``False`` on timeout."""
         return self._wait(lambda: self._settled, timeout)
 
-    def add_watcher_if_pending(self, future: RecordFuture, fn: Callable) -> bool:
-        """Attach ``fn`` to ``future`` unless the outcome is known; whether it was attached."""
+    def add_watcher_if_pending(self, future: RecordFuture, fn: Callable) -> Watch:
+        """Attach ``fn`` to ``future`` unless the outcome is known or the batch was split."""
         with self._lock:
             if self._final:
-                return False
+                return Watch.DONE
+            if self._split is not None:
+                return Watch.MOVED
             if future._done_callbacks is None:
                 future._done_callbacks = [fn]
                 if future._callback is None:
                     self._watchers.append(future)
             else:
                 future._done_callbacks.append(fn)
-            return True
+            return Watch.ATTACHED
 
 
 class RecordFuture:
@@ -166,7 +279,12 @@ class RecordFuture:
     # --- concurrent.futures.Future API ----------------------------------------------------------
 
     def done(self) -> bool:
-        return self._completion._final
+        completion = self._completion
+        if completion._final:
+            return True
+        if completion._split is None:
+            return False
+        return completion.follow(self._index)[0]._final
 
     def cancel(self) -> bool:
         """Always ``False``: a record handed to the producer cannot be recalled."""
@@ -176,12 +294,12 @@ class RecordFuture:
         return False
 
     def running(self) -> bool:
-        return not self._completion._final
+        return not self.done()
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """The record's metadata; raises its error, or ``TimeoutError`` after ``timeout`` s."""
         self._wait(timeout)
-        error = self._completion.error
+        error = self._resolved()[0].error
         if error is not None:
             raise error
         return self.metadata()
@@ -189,12 +307,16 @@ class RecordFuture:
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The record's error, ``None`` on success; ``TimeoutError`` after ``timeout`` s."""
         self._wait(timeout)
-        return self._completion.error
+        return self._resolved()[0].error
 
     def add_done_callback(self, fn: Callable[[RecordFuture], object]) -> None:
         """Call ``fn(self)`` when done (at once, on this thread, if already done)."""
-        if not self._completion.add_watcher_if_pending(self, fn):
-            self._call(fn, self)
+        while True:  # again only if the batch was split meanwhile (each split leaves fewer records)
+            outcome = self._resolved()[0].add_watcher_if_pending(self, fn)
+            if outcome is Watch.DONE:
+                self._call(fn, self)
+            if outcome is not Watch.MOVED:
+                return
 
     def to_concurrent_future(self) -> concurrent.futures.Future:
         """A real ``concurrent.futures.Future`` mirroring this one (for ``wait``/``as_completed``)."""
@@ -202,7 +324,7 @@ class RecordFuture:
         mirror.set_running_or_notify_cancel()
 
         def copy(future: RecordFuture) -> None:
-            error = future._completion.error
+            error = future._resolved()[0].error
             if error is not None:
                 mirror.set_exception(error)
             else:
@@ -215,13 +337,13 @@ class RecordFuture:
 
     def metadata(self) -> RecordMetadata:
         """The record's metadata from the batch outcome (call once done and successful)."""
-        completion = self._completion
+        completion, index = self._resolved()
         tp = completion.topic_partition
         base = completion.base_offset
         log_append = completion.log_append_time_ms
         return RecordMetadata(
             tp.topic, tp.partition,
-            INVALID_OFFSET if base == INVALID_OFFSET else base + self._index,
+            INVALID_OFFSET if base == INVALID_OFFSET else base + index,
             log_append if log_append != NO_TIMESTAMP else self._timestamp_ms,
             self._key_size, self._value_size)
 
@@ -231,16 +353,32 @@ class RecordFuture:
 
     # --- internals ------------------------------------------------------------------------------
 
+    def _resolved(self) -> tuple[BatchCompletion, int]:
+        """The completion and index that decide this record (its batch's, or after a split the
+        batch that carries it now)."""
+        completion = self._completion
+        if completion._split is None:
+            return completion, self._index
+        return completion.follow(self._index)
+
     def _wait(self, timeout: float | None) -> None:
-        if not self._completion._final and not self._completion.wait_done(timeout):
-            raise concurrent.futures.TimeoutError(
-                f"record to {self._completion.topic_partition} not acknowledged within {timeout} s")
+        completion = self._resolved()[0]
+        if completion._final:
+            return
+        # a split while waiting moves the wait to the record's new batch, within the same timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not completion._final:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not completion.wait_done(remaining):
+                raise concurrent.futures.TimeoutError(
+                    f"record to {completion.topic_partition} not acknowledged within {timeout} s")
+            completion = self._resolved()[0]
 
     def _run_callbacks(self) -> None:
         """Run the send callback, then the done callbacks; each failure is logged only."""
         callback = self._callback
         if callback is not None:
-            error = self._completion.error
+            error = self._resolved()[0].error
             if error is None:
                 self._call(callback, self.metadata(), None)
             else:
@@ -257,5 +395,5 @@ class RecordFuture:
 
     def __repr__(self) -> str:
         state = "pending" if not self.done() else (
-            "failed" if self._completion.error is not None else "done")
+            "failed" if self._resolved()[0].error is not None else "done")
         return f"RecordFuture({self._completion.topic_partition}, index={self._index}, {state})"

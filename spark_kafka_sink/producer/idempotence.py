@@ -21,6 +21,10 @@ belong to.
 - **Sequences are assigned at drain** (:meth:`IdempotenceState.assign_producer_state`), never at
   append, so a batch that is never sent uses none. They wrap from int32 max to 0, as the broker
   does (:func:`increment_sequence`). A retried batch keeps its sequence.
+- **Split batches** (MESSAGE_TOO_LARGE, Java's ``splitAndReenqueue``): the parts carry the
+  refused batch's producer id, epoch and sequence range, consecutively; the sender stops tracking
+  the refused batch and the accumulator tracks the parts in flight at once, so they are drained
+  like retries (one at a time, in order) and an epoch bump re-sequences them with the rest.
 - **Drain gate** (:meth:`IdempotenceState.can_drain`, Java's ``shouldStopDrainBatchesForPartition``):
   nothing is drained without a producer id; a new batch waits while the partition still has
   batches in flight under an older id/epoch, or while its sequence state is unresolved; a retried

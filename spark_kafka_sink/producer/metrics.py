@@ -1,9 +1,9 @@
 """Producer metrics with Java's names: sensors the sender records into, snapshots that merge.
 
 The sender reports what happened, once per request or per failed/retried batch and never per
-record, through five hooks: :meth:`ProducerMetrics.on_produce_request`, :meth:`~ProducerMetrics.
-on_drain`, :meth:`~ProducerMetrics.on_response`, :meth:`~ProducerMetrics.on_retry` and
-:meth:`~ProducerMetrics.on_error`. State the
+record, through six hooks: :meth:`ProducerMetrics.on_produce_request`, :meth:`~ProducerMetrics.
+on_drain`, :meth:`~ProducerMetrics.on_response`, :meth:`~ProducerMetrics.on_retry`,
+:meth:`~ProducerMetrics.on_error` and :meth:`~ProducerMetrics.on_split`. State the
 producer already keeps (free buffer memory, in-flight requests, metadata age) is read by gauges
 at snapshot time. :meth:`ProducerMetrics.snapshot` returns a frozen, picklable
 :class:`MetricsSnapshot`; the Spark layer ships them from executors and merges them on the driver.
@@ -39,7 +39,7 @@ Where this differs from Java (each for a stated reason):
   sent at least one request (``on_drain``); per node, ``produce-request-total`` counts the
   ProduceRequests sent and ``produce-partition-total`` the partition batches they carried.
 - Not reported: ``bufferpool-wait-ratio`` (needs the pool to record each wait into a sensor),
-  ``produce-throttle-time-*``, ``batch-split-*``, the selector's network metrics.
+  ``produce-throttle-time-*``, the selector's network metrics.
 
 Thread safety: :class:`ProducerMetrics` guards all its stats with one lock; hooks and snapshots
 may be called from any thread. The stat classes on their own are not thread safe.
@@ -246,6 +246,7 @@ _GLOBAL = {
     "record-retries": _meter("record-retry"),
     "errors": _meter("record-error"),
     "drains": {"produce-drain-total": Total},
+    "batch-splits": _meter("batch-split"),
 }
 _TOPIC = {
     "records": _meter("record-send"),
@@ -347,6 +348,13 @@ class ProducerMetrics:
     def on_error(self, topic: str, record_count: int) -> None:
         """``record_count`` records of ``topic`` failed for good (error or expiry)."""
         self._record_topic_event("errors", "record-errors", topic, record_count)
+
+    def on_split(self, topic: str) -> None:
+        """A batch of ``topic`` refused as too large was split (``batch-split-total``/``-rate``,
+        global as in Java)."""
+        now_ms = self._clock.monotonic_ms()
+        with self._lock:
+            self._global.sensors["batch-splits"].record(1, now_ms)
 
     def _record_topic_event(self, global_sensor: str, topic_sensor: str, topic: str,
                             record_count: int) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping
 
 from .. import errors
 from ..client.requests import ClientResponse
+from ..record.layout import HEADER_SIZE
 from ..structs import TopicPartition
 from .producer_batch import ProducerBatch
 
@@ -118,6 +119,10 @@ def batch_error(batch: ProducerBatch, result: PartitionResult) -> errors.KafkaEr
         detail = f"Not authorized to access topics: [{tp.topic}]"
     elif result.error_code == CLUSTER_AUTHORIZATION_FAILED:
         detail = "The producer is not authorized to do idempotent sends"
+    elif result.error_code == MESSAGE_TOO_LARGE:  # a batch of one: a larger one is split
+        detail = (f"the broker refused a record of {batch.estimated_size_in_bytes - HEADER_SIZE} bytes "
+                  f"({batch.size_in_bytes} bytes as a batch of one) as too large for the topic's "
+                  f"max.message.bytes: {result.error_message or 'MESSAGE_TOO_LARGE'}")
     else:
         detail = f"{result.error_message or 'the broker refused the batch'}"
     text = f"{detail} (partition {tp}, {batch.record_count} record(s))"
@@ -130,13 +135,3 @@ def batch_error(batch: ProducerBatch, result: PartitionResult) -> errors.KafkaEr
     if cls is None:
         return errors.UnknownBrokerError(result.error_code, text)
     return cls(text)
-
-
-def too_large_error(batch: ProducerBatch) -> errors.KafkaError:
-    """A multi-record batch the broker refused as too large. Java splits it and resends the
-    halves; our accumulator cannot split yet, so the batch fails with this clear error."""
-    return errors.RecordTooLargeError(
-        f"the broker rejected the batch of {batch.record_count} records "
-        f"({batch.size_in_bytes} bytes) for partition {batch.topic_partition} as too large, "
-        "and splitting batches is not implemented; lower batch.size or raise the topic's "
-        "max.message.bytes")

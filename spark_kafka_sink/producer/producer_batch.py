@@ -5,12 +5,18 @@ Life of a batch::
     open --try_append()*--> open/full --close()--> closed (drained: bytes built, maybe in flight)
          --reenqueued()--> closed, in retry (back in its deque, sent again after a backoff)
          --complete()/fail()--> final (every record future resolved, every callback run once)
+         --split()--> final SPLIT (refused as too large: the records moved to smaller batches)
 
 - ``try_append`` returns ``None`` once the batch is full or closed; the accumulator then starts
   a new batch.
 - ``close`` ends appends and builds the bytes; ``records()`` returns them. Producer state
   (producer id, epoch, base sequence) may still change afterwards (a retry after an epoch bump);
   the header and CRC are then rebuilt, the records are not.
+- ``split`` (the broker refused the batch as MESSAGE_TOO_LARGE) re-reads the built batch and
+  re-encodes its records, timestamps, keys, values and headers unchanged, into smaller batches
+  that keep this batch's creation time and, with idempotence, its producer id, epoch and
+  sequence range (consecutive, from this batch's base sequence). The records' futures, callbacks
+  and tally counts move with them (:meth:`.future.BatchCompletion.split_into`).
 - The final state is set once. A second completion is ignored with a log line, as Java does for
   FAILED -> SUCCEEDED (a batch expired while in flight and then succeeded); it never raises into
   the sender.
@@ -27,10 +33,11 @@ import enum
 import logging
 
 from ..errors import KafkaTimeoutError
-from ..record import RecordBatchBuilder
+from ..record import RecordBatchBuilder, read_batch
 from ..structs import TopicPartition
 from .buffer_pool import MemoryLease
-from .future import INVALID_OFFSET, NO_TIMESTAMP, BatchCompletion, RecordFuture, SendCallback
+from .future import (INVALID_OFFSET, NO_TIMESTAMP, BatchCompletion, RecordFuture, SendCallback,
+                     SplitPart)
 from .tally import DeliveryTally
 from .idempotence import increment_sequence
 
@@ -42,6 +49,7 @@ NO_SEQUENCE = -1
 class FinalState(enum.Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    SPLIT = "split"  # its records went on in smaller batches, which carry their outcomes
 
 
 class ProducerBatch:
@@ -91,7 +99,7 @@ class ProducerBatch:
         self.last_append_size = builder.last_append_size
         self.last_append_filled = builder.last_append_full
         if callback is not None and isinstance(callback, DeliveryTally):
-            self.completion.count_for(callback)  # counted per batch: no callback on the future
+            self.completion.count_for(callback, offset_delta)  # per batch: no callback on the future
             callback = None
         future = RecordFuture(self.completion, offset_delta, timestamp_ms,
                               -1 if key is None else len(key),
@@ -236,6 +244,46 @@ class ProducerBatch:
         return KafkaTimeoutError(
             f"Expiring {self.record_count} record(s) for {self.topic_partition}: "
             f"{now_ms - self.created_ms} ms has passed since batch creation")
+
+    # --- split ----------------------------------------------------------------------------------
+
+    def split(self, batch_size: int, *, compression_type, compression_level: int | None
+              ) -> list["ProducerBatch"]:
+        """Move the records to new batches of at most ``batch_size`` bytes each before
+        compression (a record larger than that gets a batch of its own), in order; the new
+        batches, closed for appends. This batch becomes final (``SPLIT``); its lease stays for
+        the caller to share out. See the module docstring. Sender thread; the batch must have
+        been built (drained) and not be final."""
+        if self._final_state is not None or not self._closed:
+            raise RuntimeError(f"{self!r} can be split only once built and before its outcome")
+        decoded = read_batch(self._builder.build())
+        builders: list[RecordBatchBuilder] = []
+        firsts: list[int] = []
+        builder = None
+        for index, record in enumerate(decoded.records):
+            if builder is None or builder.append_record(
+                    record.timestamp_ms, record.key, record.value, record.headers) is None:
+                builder = RecordBatchBuilder(compression_type=compression_type,
+                                             compression_level=compression_level,
+                                             batch_size=batch_size)
+                builder.append_record(record.timestamp_ms, record.key, record.value, record.headers)
+                builders.append(builder)
+                firsts.append(index)
+        batches = [ProducerBatch(self.topic_partition, b, self.created_ms) for b in builders]
+        sequence = self.base_sequence
+        for batch in batches:
+            batch.close_for_appends()
+            if self.has_sequence:
+                batch.set_producer_state(self.producer_id, self.producer_epoch, sequence,
+                                         self.is_transactional)
+                sequence = increment_sequence(sequence, batch.record_count)
+        with self.completion._lock:
+            if self._final_state is not None:
+                raise RuntimeError(f"{self!r} completed while it was being split")
+            self._final_state = FinalState.SPLIT
+        self.completion.split_into([SplitPart(first, batch.completion)
+                                    for first, batch in zip(firsts, batches)])
+        return batches
 
     # --- completion -----------------------------------------------------------------------------
 

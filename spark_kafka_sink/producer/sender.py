@@ -8,7 +8,8 @@ One loop step, :meth:`Sender.run_once`, reads as its parts:
 2. :meth:`Sender.send_producer_data`: ready → ask metadata for unknown leaders → drop nodes that
    are not ready → drain → mute (ordering) → expire → one ProduceRequest per node;
 3. ``client.poll(timeout)``: the I/O; responses come back through the request callbacks, which
-   decide per partition (:meth:`Sender._complete_batch`): done, retry after a backoff, or fail.
+   decide per partition (:meth:`Sender._complete_batch`): done, retry after a backoff, split
+   (MESSAGE_TOO_LARGE for a batch of several records), or fail.
 
 Poll timeout (what ``send_producer_data`` returns): 0 when a request was just sent (more may be
 sendable at once); otherwise the smallest of the accumulator's next ready-check delay (linger or
@@ -44,7 +45,7 @@ from .idempotence import IdempotenceState
 from .produce_handler import (
     DUPLICATE_SEQUENCE_NUMBER, MESSAGE_TOO_LARGE, NONE, UNSUPPORTED_VERSION, PartitionResult,
     batch_error,
-    partition_results, produce_request_body, too_large_error,
+    partition_results, produce_request_body,
 )
 from .producer_batch import ProducerBatch
 from .producer_id_init import ProducerIdInitializer
@@ -244,11 +245,13 @@ class Sender:
         """Fail batches past ``delivery.timeout.ms``, in flight and queued (Java's order)."""
         in_flight = self._expired_in_flight(now_ms)
         queued = self._accumulator.expired_batches(now_ms)
+        sent = set(map(id, in_flight))
         for batch in in_flight + queued:
-            self._fail_batch(batch, batch.timeout_error(now_ms), adjust_sequence_numbers=False)
+            # a queued batch with a sequence that never went out (a split part) leaves a gap
+            unsent = id(batch) not in sent and batch.has_sequence and not batch.in_retry
+            self._fail_batch(batch, batch.timeout_error(now_ms), adjust_sequence_numbers=unsent)
         if self._idempotence is None:
             return
-        sent = set(map(id, in_flight))
         for batch in in_flight + queued:
             if batch.has_sequence and (batch.in_retry or id(batch) in sent):
                 # it may have been written: hold new batches back until this resolves
@@ -336,7 +339,7 @@ class Sender:
         if code == NONE:
             self._succeed_batch(batch, result)
         elif code == MESSAGE_TOO_LARGE and batch.record_count > 1 and not batch.is_done:
-            self._fail_batch(batch, too_large_error(batch), adjust_sequence_numbers=True)
+            self._split_batch(batch, now_ms)
         elif self._can_retry(batch, result, now_ms):
             log.warning("got error %s for %s (attempt %d); retrying", result.error_class.__name__
                         if result.error_class else code, batch.topic_partition, batch.attempts + 1)
@@ -352,6 +355,19 @@ class Sender:
             self._metadata.request_update(now_ms)
         if self._guarantee_order:
             self._accumulator.unmute(batch.topic_partition)
+
+    def _split_batch(self, batch: ProducerBatch, now_ms: int) -> None:
+        """Java's split path of ``completeBatch``: the parts go back at the front of the
+        partition's queue, as if never tried (no retry counted); the refused batch is forgotten."""
+        log.warning("the broker refused the batch of %d records (%d bytes) for %s as too large: "
+                    "splitting it and sending the parts", batch.record_count,
+                    batch.size_in_bytes, batch.topic_partition)
+        if self._idempotence is not None:
+            self._idempotence.remove_in_flight(batch)
+        parts = self._accumulator.split_and_reenqueue(batch, now_ms)
+        self._remove_and_deallocate(batch)
+        log.debug("split the batch for %s into %d", batch.topic_partition, len(parts))
+        self._record_metric("on_split", batch.topic_partition.topic)
 
     def _can_retry(self, batch: ProducerBatch, result: PartitionResult, now_ms: int) -> bool:
         if (batch.has_reached_delivery_timeout(self._settings.delivery_timeout_ms, now_ms)

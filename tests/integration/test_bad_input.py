@@ -212,8 +212,9 @@ def test_a_record_over_the_topics_max_message_bytes(kafka):
     """The broker refuses a record over the topic's ``max.message.bytes`` (2048 here) that
     passed the producer's own ``max.request.size`` check: its future fails with
     RecordTooLargeError (MESSAGE_TOO_LARGE) naming the partition, the records before and after
-    it are delivered, and the error is counted. A batch is not split: every record batched with
-    the too-large one fails with it (the message says so), none is dropped silently."""
+    it are delivered, and the error is counted. A batch holding it and others is split (as
+    Java's producer does): the others are delivered, only the too-large record fails, none is
+    dropped silently (more in test_batch_split.py)."""
     bootstrap = kafka.bootstrap_servers
     name = unique("max-message-bytes")
     create_topic(bootstrap, name, 1, configs={"max.message.bytes": "2048"})
@@ -230,24 +231,26 @@ def test_a_record_over_the_topics_max_message_bytes(kafka):
         assert [f.result(0).offset for f in before + after] == list(range(6))
         assert producer.metrics()["record-error-total"] == 1
 
-        # a batch holding the too-large record and others: all fail together, all reported
+        # a batch holding the too-large record and others: split; only the too-large one fails
         with KafkaProducer({"bootstrap.servers": bootstrap, "linger.ms": 60_000}) as batching:
             mixed = [batching.send(name, v) for v in (b"ok-1", b"y" * 3_000, b"ok-2")]
             batching.flush(30)
             errors = [f.exception(0) for f in mixed]
-        assert all(isinstance(e, RecordTooLargeError) for e in errors)
-        assert "batch of 3 records" in str(errors[0]) and f"partition {name}-0" in str(errors[0])
-        assert "splitting batches is not implemented" in str(errors[0])
+            assert batching.metrics()["batch-split-total"] >= 1
+        assert errors[0] is None and errors[2] is None
+        assert isinstance(errors[1], RecordTooLargeError) and errors[1].code == 10
+        assert f"partition {name}-0, 1 record(s)" in str(errors[1])
+        assert [f.result(0).offset for f in (mixed[0], mixed[2])] == [6, 7]
 
-        # send_arrow: the result counts every row of the refused batch as failed, and says why
+        # send_arrow: the refused batch is split too; the result counts the one row that failed
         result = producer.send_arrow(name, pa.table({"value": [b"a", b"z" * 3_000, b"c"]}))
-        assert result.wait(30) and result.failed == 3 and result.acked == 0
-        with pytest.raises(ArrowSendError, match=f"3 of 3 rows failed.*{name}-0.*MESSAGE_TOO_LARGE"):
+        assert result.wait(30) and result.failed == 1 and result.acked == 2
+        with pytest.raises(ArrowSendError, match=f"1 of 3 rows failed.*{name}-0.*MESSAGE_TOO_LARGE"):
             result.raise_for_errors(0)
         producer.send_arrow(name, pa.table({"value": [b"last"]})).raise_for_errors(30)
-    records = consume_all(bootstrap, name, 1, expected_count=7)[0]
+    records = consume_all(bootstrap, name, 1, expected_count=11)[0]
     assert [r.value for r in records] == [f"before-{i}".encode() for i in range(3)] + [
-        f"after-{i}".encode() for i in range(3)] + [b"last"]
+        f"after-{i}".encode() for i in range(3)] + [b"ok-1", b"ok-2", b"a", b"c", b"last"]
 
 
 def _peak_rss_kb() -> int:

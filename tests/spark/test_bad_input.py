@@ -180,9 +180,9 @@ def test_a_header_with_a_null_key_fails_the_task_naming_the_row(spark, kafka, mo
 @pytest.mark.parametrize("mode", MODES)
 def test_a_row_over_the_topics_max_message_bytes_fails_the_task(spark, kafka, mode):
     """The broker refuses the batch holding the 3,000-byte row (the topic allows 2,048): the
-    task fails with MESSAGE_TOO_LARGE naming topic and partition, and the write raises. Rows
-    batched with it fail with it (batches are not split); those that were written are intact
-    and never the refused row."""
+    task fails with MESSAGE_TOO_LARGE naming topic and partition, and the write raises. The
+    batch holding it is split, so only that row fails; the rows written (how many depends on
+    when the task stops sending) are intact, each once, and never the refused row."""
     bootstrap = kafka.bootstrap_servers
     topic = unique("max-message-bytes")
     create_topic(bootstrap, topic, 1, configs={"max.message.bytes": "2048"})

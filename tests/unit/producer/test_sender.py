@@ -11,7 +11,7 @@ import pytest
 
 from spark_kafka_sink.errors import (
     ClusterAuthorizationFailedError, KafkaTimeoutError, NotLeaderOrFollowerError,
-    OutOfOrderSequenceNumberError, ProducerClosedError, RecordTooLargeError,
+    OutOfOrderSequenceNumberError, ProducerClosedError,
     TopicAuthorizationFailedError,
 )
 from spark_kafka_sink.producer.sender import SenderSettings
@@ -192,14 +192,15 @@ def test_record_errors_and_message_are_in_the_failure():
         future.result()
 
 
-def test_message_too_large_with_several_records_fails_clearly():
+def test_message_too_large_with_several_records_splits_the_batch():
+    """More in tests/unit/producer/test_batch_split.py."""
     h = Harness()
     h.bootstrap()
     h.script(T0, {"error_code": 10})
     futures = [h.append(T0), h.append(T0)]
     h.run_until(lambda: all(f.done() for f in futures))
-    with pytest.raises(RecordTooLargeError, match="2 records.*splitting batches is not implemented"):
-        futures[0].result()
+    assert [f.result().offset for f in futures] == [0, 1]
+    assert [len(b[T0].records) for b in h.produce_batches()] == [2, 1, 1]
 
 
 # --- expiry -----------------------------------------------------------------------------------------
