@@ -1,0 +1,39 @@
+"""The README's pytest example for ``spark_kafka_sink.testing`` is the code the suite runs.
+
+``tests/integration/test_testing_kit.py`` holds it between two marker comments; the README shows
+the same lines after the imports the example needs. Editing one without the other fails here.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BEGIN = "# --- README example: begin"
+END = "# --- README example: end"
+
+
+def _tested_example() -> str:
+    text = (ROOT / "tests" / "integration" / "test_testing_kit.py").read_text()
+    start = text.index("\n", text.index(BEGIN)) + 1
+    return text[start:text.index(END)].strip()
+
+
+def _readme_example() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### A pytest example"):]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    assert match, "the README's pytest example has no python block"
+    return match.group(1)
+
+
+def test_the_readme_pytest_example_is_the_tested_code():
+    example = _readme_example()
+    assert _tested_example() in example, "README.md and test_testing_kit.py differ: update both"
+
+
+def test_the_readme_example_imports_what_it_uses():
+    example = _readme_example()
+    for name in ("pytest", "KafkaProducer", "KafkaCluster"):
+        assert re.search(rf"^(from \S+ )?import .*\b{name}\b", example, re.M), name
