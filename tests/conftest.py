@@ -3,6 +3,8 @@
 ``kafka``          one node for the whole session (or an external cluster, see below).
 ``kafka_cluster``  three nodes (replication factor 3, min ISR 2) per test module, started only by
                    the modules that ask for it; tests may kill and restart its nodes.
+``secured_kafka``  one node with SSL, SASL_PLAINTEXT and SASL_SSL listeners (client certificates
+                   required) for the session, shared by the producer, broker and Spark security tests.
 ``proxied_cluster`` a ``spark_kafka_sink.testing.KafkaCluster`` of three nodes, each behind a
                    FaultProxy, per test module (the fault tests keep to one module: a 3-node start
                    costs 10-30 s on 2 cores).
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from spark_kafka_sink.embedded import BrokerLaunchError, EmbeddedKafka
+from spark_kafka_sink.embedded import BrokerLaunchError, BrokerSecurity, EmbeddedKafka
 from spark_kafka_sink.testing import KafkaCluster
 
 
@@ -78,24 +80,30 @@ def proxied_cluster(tmp_path_factory):
     (``cluster.proxy(node_id)``); replication and the quorum stay direct. Tests that kill,
     freeze or stall a node bring it back before they end."""
     cluster = KafkaCluster(3, proxied=True, work_dir=tmp_path_factory.mktemp("kafka-3proxied"))
-    try:
-        cluster.start()
-    except BrokerLaunchError as exc:
-        pytest.fail(f"the proxied 3-node Apache Kafka did not start: {type(exc).__name__}: {exc}",
-                    pytrace=False)
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+    yield from _started(cluster, "the proxied 3-node Apache Kafka")
+
+
+@pytest.fixture(scope="session")
+def secured_kafka(tmp_path_factory):
+    """One node with every secured listener (``BrokerSecurity(client_auth="required")``, the
+    default users): ``bootstrap_for(protocol)``, ``client_properties(protocol, mechanism, user)``,
+    ``tls``. Tests must not change its users or listeners."""
+    cluster = EmbeddedKafka(1, work_dir=tmp_path_factory.mktemp("kafka-secured"), heap="256m",
+                            security=BrokerSecurity(client_auth="required"))
+    yield from _started(cluster, "the secured embedded Apache Kafka")
 
 
 def _embedded(nodes: int, tmp_path_factory):
     cluster = EmbeddedKafka(nodes, work_dir=tmp_path_factory.mktemp(f"kafka-{nodes}node"))
+    yield from _started(cluster, f"the embedded Apache Kafka ({nodes} node(s))")
+
+
+def _started(cluster, what: str):
+    """Start ``cluster`` (FAIL, never skip, if it cannot), yield it, close it."""
     try:
         cluster.start()
     except BrokerLaunchError as exc:
-        pytest.fail(f"the embedded Apache Kafka ({nodes} node(s)) did not start: "
-                    f"{type(exc).__name__}: {exc}", pytrace=False)
+        pytest.fail(f"{what} did not start: {type(exc).__name__}: {exc}", pytrace=False)
     try:
         yield cluster
     finally:

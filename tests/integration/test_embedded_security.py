@@ -1,7 +1,7 @@
 """The embedded broker's secured listeners and per-node advertised ports, checked with an independent
 client (confluent-kafka / librdkafka) and with our blocking Metadata and Produce requests.
 
-One secured single-node broker serves the module: SSL with a required client certificate, SASL_PLAINTEXT
+The session's secured single-node broker (``secured_kafka`` in tests/conftest.py) serves the module: SSL with a required client certificate, SASL_PLAINTEXT
 and SASL_SSL with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512. The 3-node advertised-ports test runs first,
 before that broker starts, so that at most one cluster runs at a time.
 """
@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from spark_kafka_sink.client.blocking import BlockingConnection
-from spark_kafka_sink.embedded import BrokerLaunchError, BrokerSecurity, EmbeddedKafka
+from spark_kafka_sink.embedded import EmbeddedKafka
 from spark_kafka_sink.embedded.ports import free_ports
 from spark_kafka_sink.protocol import apis
 from spark_kafka_sink.record.builder import RecordBatchBuilder
@@ -27,7 +27,6 @@ from spark_kafka_sink.record.builder import RecordBatchBuilder
 from ..helpers import create_topic, metadata, wait_for
 from .test_embedded import REPO, _read_until
 
-USERS = {"alice": "alice-pw-7Qx", "bob": "bob-pw-2Kz"}
 SASL_CASES = [(protocol, mechanism) for protocol in ("SASL_PLAINTEXT", "SASL_SSL")
               for mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")]
 RECORDS = [(f"k{i}".encode(), f"value {i} ✓".encode()) for i in range(5)]
@@ -111,19 +110,10 @@ def test_cli_broker_with_security_prints_listeners_and_writes_client_properties(
 
 # --- the secured broker --------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory):
-    kafka = EmbeddedKafka(1, work_dir=tmp_path_factory.mktemp("kafka-secured"), heap="256m",
-                          security=BrokerSecurity(users=USERS, client_auth="required"))
-    try:
-        kafka.start()
-    except BrokerLaunchError as exc:
-        pytest.fail(f"the secured embedded Apache Kafka did not start: {type(exc).__name__}: {exc}",
-                    pytrace=False)
-    try:
-        yield kafka
-    finally:
-        kafka.close()
+@pytest.fixture
+def secured(secured_kafka):
+    """The session's secured broker (tests/conftest.py)."""
+    return secured_kafka
 
 
 def _topic(kafka: EmbeddedKafka, prefix: str) -> str:
@@ -222,7 +212,7 @@ def test_a_wrong_password_fails_authentication(secured, protocol, mechanism):
 
 @pytest.mark.broker
 def test_secrets_stay_out_of_logs_and_reprs(secured):
-    secrets = [*USERS.values(), secured.tls.client_key_password]
+    secrets = [*secured.security.users.values(), secured.tls.client_key_password]
     node = secured.nodes[0]
     visible = "\n".join([node.log_path.read_text(errors="replace"),
                          (node.directory / "format.log").read_text(errors="replace"),
@@ -232,4 +222,4 @@ def test_secrets_stay_out_of_logs_and_reprs(secured):
     assert "PRIVATE KEY" not in visible
     # The broker's own configuration holds them, readable by its owner only.
     assert stat.S_IMODE(node.config_path.stat().st_mode) == 0o600
-    assert all(secret in node.config_path.read_text() for secret in USERS.values())
+    assert all(secret in node.config_path.read_text() for secret in secured.security.users.values())

@@ -32,9 +32,8 @@ from spark_kafka_sink import KafkaProducer
 from spark_kafka_sink.admin import create_topic
 from spark_kafka_sink.client.selector import Selector, transport_factory_for
 from spark_kafka_sink.config import ProducerConfig
-from spark_kafka_sink.embedded import BrokerSecurity, EmbeddedKafka
 from spark_kafka_sink.errors import (
-    AuthenticationError, BrokerLaunchError, SaslAuthenticationFailedError, SslAuthenticationError,
+    AuthenticationError, SaslAuthenticationFailedError, SslAuthenticationError,
 )
 
 from ..unit.client.tls_certs import make_certs
@@ -46,18 +45,10 @@ PARTITIONS = 3
 WRONG_PASSWORD = "Not-The-Password-4242"
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory):
-    cluster = EmbeddedKafka(1, work_dir=tmp_path_factory.mktemp("kafka-secured"),
-                            security=BrokerSecurity(client_auth="required"))
-    try:
-        cluster.start()
-    except BrokerLaunchError as exc:
-        pytest.fail(f"the secured embedded broker did not start: {exc}", pytrace=False)
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+@pytest.fixture
+def secured(secured_kafka):
+    """The session's secured broker (tests/conftest.py)."""
+    return secured_kafka
 
 
 def producer_config(kafka, protocol: str, mechanism: str | None = None, **more) -> dict:

@@ -3,7 +3,8 @@ hostname verification on) in both modes, given only ``kafka.*`` options; conflue
 the records back over the same listener. A wrong password fails the write with an
 AuthenticationError, and the password appears neither in the error nor in the sink's repr.
 
-The secured broker is this module's own (SASL and TLS listeners, no client certificate).
+The secured broker is the session's (``secured_kafka``: client certificates required, so the
+executors also present the generated client certificate).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import pytest
 
 from spark_kafka_sink import KafkaSink
 from spark_kafka_sink.admin import create_topic
-from spark_kafka_sink.embedded import BrokerLaunchError, BrokerSecurity, EmbeddedKafka
 
 from ..verify import consume_all, end_offsets
 
@@ -27,18 +27,10 @@ ROWS = 3_000
 WRONG_PASSWORD = "Wrong-Password-7310"
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory):
-    cluster = EmbeddedKafka(1, work_dir=tmp_path_factory.mktemp("kafka-spark-secured"),
-                            security=BrokerSecurity(client_auth="none"))
-    try:
-        cluster.start()
-    except BrokerLaunchError as exc:
-        pytest.fail(f"the secured embedded broker did not start: {exc}", pytrace=False)
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+@pytest.fixture
+def secured(secured_kafka):
+    """The session's secured broker (tests/conftest.py)."""
+    return secured_kafka
 
 
 def _client(secured) -> dict[str, str]:
