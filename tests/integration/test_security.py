@@ -25,8 +25,6 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError
-from confluent_kafka import TopicPartition as CkTopicPartition
 
 from spark_kafka_sink import KafkaProducer
 from spark_kafka_sink.admin import create_topic
@@ -37,6 +35,7 @@ from spark_kafka_sink.errors import (
 )
 
 from ..unit.client.tls_certs import make_certs
+from ..verify import consume_all
 
 pytestmark = pytest.mark.broker
 
@@ -59,28 +58,9 @@ def producer_config(kafka, protocol: str, mechanism: str | None = None, **more) 
 def consume(kafka, protocol: str, mechanism: str | None, topic: str, expected: int,
             timeout_s: float = 60.0) -> list[tuple[bytes, bytes]]:
     """(key, value) of every record, read by confluent-kafka over the same secured listener."""
-    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_for(protocol), "group.id": f"verify-{topic}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "enable.partition.eof": True, "check.crcs": True,
-                         **kafka.client_properties(protocol, mechanism)})
-    got, at_eof = [], set()
-    try:
-        consumer.assign([CkTopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and not (len(at_eof) == PARTITIONS and len(got) >= expected):
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    at_eof.add(msg.partition())
-                    continue
-                raise AssertionError(f"consumer error on {topic}: {msg.error()}")
-            at_eof.discard(msg.partition())
-            got.append((msg.key(), msg.value()))
-    finally:
-        consumer.close()
-    return got
+    records = consume_all(kafka.bootstrap_for(protocol), topic, PARTITIONS, expected_count=expected,
+                          timeout_s=timeout_s, security=kafka.client_properties(protocol, mechanism))
+    return [(r.key, r.value) for part in records.values() for r in part]
 
 
 def produce_and_verify(kafka, protocol: str, mechanism: str | None, **more) -> None:
