@@ -51,7 +51,10 @@ class PartitionPlan:
         return len(self.partitions)
 
     def slice(self, start: int, stop: int) -> PartitionPlan:
-        """The plan of rows ``start:stop`` alone (row indices relative to ``start``)."""
+        """The plan of rows ``start:stop`` alone (row indices relative to ``start``); the plan
+        itself when that is every row (one chunk: no second grouping)."""
+        if start == 0 and stop >= len(self.partitions):
+            return self
         partitions = self.partitions[start:stop]
         return PartitionPlan(partitions, group_by_partition(partitions))
 
@@ -72,12 +75,17 @@ def plan_partitions(topic: str, view: TopicView, *, rows: int, keys: Any = None,
     count = view.partitions
     if count < 1:
         raise ValueError(f"topic {topic!r} has no partitions in the metadata")
-    partitions = np.full(rows, UNKNOWN_PARTITION, dtype=np.int32)
-    if keys is not None and not ignore_keys and rows:
+    keyed = keys is not None and not ignore_keys and rows > 0
+    if keyed:
         partitions = partitions_for_keys(keys, count)
+    else:
+        partitions = np.full(rows, UNKNOWN_PARTITION, dtype=np.int32)
     if explicit is not None and rows:
         _apply_explicit(topic, count, explicit, partitions)
-    unassigned = np.flatnonzero(partitions == UNKNOWN_PARTITION)
+    if keyed and getattr(keys, "null_count", None) == 0:  # every row has its partition already
+        unassigned = np.zeros(0, dtype=np.int64)
+    else:
+        unassigned = np.flatnonzero(partitions == UNKNOWN_PARTITION)
     if len(unassigned):
         if sticky is None or sizes is None:
             raise ValueError("rows without a key or a partition need a sticky partitioner and sizes")
@@ -126,9 +134,20 @@ def group_by_partition(partitions: np.ndarray) -> tuple[PartitionGroup, ...]:
     """Row indices per partition (stable: input order within each), partitions ascending."""
     if not len(partitions):
         return ()
-    order = np.argsort(partitions, kind="stable")
+    order = np.argsort(_narrow(partitions), kind="stable")
     ordered = partitions[order]
     cuts = np.flatnonzero(np.diff(ordered)) + 1
     starts = np.concatenate(([0], cuts))
     stops = np.concatenate((cuts, [len(order)]))
     return tuple(PartitionGroup(int(ordered[a]), order[a:b]) for a, b in zip(starts, stops))
+
+
+def _narrow(partitions: np.ndarray) -> np.ndarray:
+    """``partitions`` as uint8 or uint16 when their values fit: numpy's stable sort of such small
+    integers is a radix sort, about 10x faster than its merge sort of int32 on 10,000 rows."""
+    low, high = int(partitions.min()), int(partitions.max())
+    if low >= 0 and high < 1 << 8:
+        return partitions.astype(np.uint8)
+    if low >= 0 and high < 1 << 16:
+        return partitions.astype(np.uint16)
+    return partitions

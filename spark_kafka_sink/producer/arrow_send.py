@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import RecordTooLargeError
@@ -62,7 +63,22 @@ def row_sizes(columns: ArrowColumns) -> np.ndarray:
 
 
 def _lengths(array: Any) -> np.ndarray:
-    return pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    """Byte length per element, 0 for a null: from the offsets buffer for binary and string
+    arrays (numpy, no Arrow kernel), through ``binary_length`` for other byte types (views)."""
+    kind = array.type
+    if not len(array):
+        return np.zeros(0, dtype=np.int64)
+    if pa.types.is_binary(kind) or pa.types.is_string(kind):
+        dtype = np.int32
+    elif pa.types.is_large_binary(kind) or pa.types.is_large_string(kind):
+        dtype = np.int64
+    else:
+        return pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    offsets = np.frombuffer(array.buffers()[1], dtype=dtype)[array.offset:array.offset + len(array) + 1]
+    lengths = np.diff(offsets.astype(np.int64, copy=False))
+    if array.null_count:
+        lengths[array.is_null().to_numpy(zero_copy_only=False)] = 0
+    return lengths
 
 
 def row_chunks(sizes: np.ndarray, budget: int, max_rows: int | None = None) -> list[tuple[int, int]]:
@@ -97,8 +113,8 @@ def prepare_rows(topic: str, columns: ArrowColumns, timestamps: np.ndarray, plan
     records = prepare_records(pick(columns.value), pick(columns.key), pick(columns.headers),
                               timestamp_ms=timestamps if order is None else timestamps[order])
     bounds = records.size_upper_bounds
-    too_large = np.flatnonzero(bounds > max_record_size)
-    if len(too_large):
+    if len(bounds) and int(bounds.max()) > max_record_size:
+        too_large = np.flatnonzero(bounds > max_record_size)
         first = int(too_large[0])
         row = row_offset + (first if order is None else int(order[first]))
         partition = groups[int(np.searchsorted(starts, first, side="right")) - 1].partition
@@ -119,9 +135,11 @@ def encode_rows(prepared: PreparedRows, *, batch_size: int, compression_type: An
                               compression_type=compression_type, compression_level=compression_level,
                               segments=prepared.starts[1:-1].tolist())
     per_partition: list[list[tuple[TopicPartition, EncodedBatch]]] = [[] for _ in prepared.partitions]
-    for batch in batches:
-        index = int(np.searchsorted(prepared.starts, batch.start, side="right")) - 1
-        per_partition[index].append((TopicPartition(prepared.topic, prepared.partitions[index]), batch))
+    targets = [TopicPartition(prepared.topic, partition) for partition in prepared.partitions]
+    first_rows = np.fromiter((batch.start for batch in batches), dtype=np.int64, count=len(batches))
+    indices = (np.searchsorted(prepared.starts, first_rows, side="right") - 1).tolist()
+    for batch, index in zip(batches, indices):
+        per_partition[index].append((targets[index], batch))
     return per_partition
 
 

@@ -12,7 +12,10 @@ row) :func:`encode_batches` returns the batches that appending the rows one by o
 2. :func:`plan_batches` splits the rows into batches with the builder's fill rule. A record's size
    depends on its batch (its timestamp and offset deltas are relative to the batch's first
    record), so the planner loops over batches and sizes a window of candidate rows at once:
-   one cumulative sum and one ``searchsorted`` find where the batch ends.
+   one cumulative sum and one ``searchsorted`` find where the batch ends. When every row has
+   the same timestamp (no timestamp column: the usual case) a record's size depends only on
+   its offset delta's varint width, so a few cumulative sums over all rows, made once, serve
+   every batch (:class:`_FlatSizes`): a handful of scalar operations per batch.
 3. :func:`encode_records` writes each row's head (length, attributes, timestamp delta, offset
    delta, key length: five varints, written for all rows with one numpy scatter per varint byte
    position) and joins head, key, value length, value, header count and header bytes element-wise
@@ -47,6 +50,7 @@ import pyarrow.compute as pc
 from .builder import RecordBatchBuilder
 from .codecs import CompressionType, codec_for
 from .layout import HEADER_SIZE, INT32_RANGE, MAX_RECORD_OVERHEAD
+from .varint import write_varint
 
 __all__ = [
     "ArrowRecords",
@@ -64,6 +68,9 @@ _INT32_MAX = INT32_RANGE[1]
 # z >= _VARINT_LIMITS[k] needs more than k + 1 bytes (z is the zig-zag form, as uint64)
 _VARINT_LIMITS = tuple(np.uint64(1) << np.uint64(7 * k) for k in range(1, 10))
 _MIN_WINDOW = 64
+# offset deltas whose varint takes 1, 2, 3, 4 bytes (an int32 delta never needs 5: 2**27 rows of
+# at least 7 bytes exceed any batch.size)
+_DELTA_CLASSES = ((0, 64), (64, 1 << 13), (1 << 13, 1 << 20), (1 << 20, 1 << 27))
 _EMPTY_HEADERS = pa.scalar(b"\x00", pa.binary())  # a header count of 0
 
 
@@ -101,11 +108,13 @@ class ArrowRecords:
 @dataclass(frozen=True, eq=False)
 class BatchPlan:
     """Batch boundaries: batch ``b`` holds rows ``starts[b]:stops[b]`` whose records take
-    ``sizes[b]`` bytes (the records section, uncompressed, without the batch header)."""
+    ``sizes[b]`` bytes (the records section, uncompressed, without the batch header).
+    ``same_timestamp``: every row has the same timestamp, so every timestamp delta is 0."""
 
     starts: np.ndarray
     stops: np.ndarray
     sizes: np.ndarray
+    same_timestamp: bool = False  # every row has the same timestamp (every delta is 0)
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -210,7 +219,7 @@ def prepare_records(value: Any, key: Any = None, headers: Any = None, *, timesta
         tail += header_sizes
     if keys is not None and keys.null_count == n:
         keys = None  # nothing to copy: every key is written as its length -1
-    return ArrowRecords(n, timestamps, keys, key_lengths, values, _varint_column([value_lengths]),
+    return ArrowRecords(n, timestamps, keys, key_lengths, values, _varint_column(n, [value_lengths]),
                         header_counts, header_bytes, tail)
 
 
@@ -230,18 +239,30 @@ def plan_batches(records: ArrowRecords, batch_size: int, *,
     room = batch_size - HEADER_SIZE
     ts, tail = records.timestamps, records.tail_sizes
     starts, stops, sizes = [], [], []
-    window = _first_window(tail, room)
     start = 0
     ends = sorted({int(row) for row in segments or () if 0 < int(row) < n} | {n})
-    for end in ends:
-        while start < end:
-            stop, size = _batch_end(ts, tail, start, window, room, end)
-            starts.append(start)
-            stops.append(stop)
-            sizes.append(size)
-            window = max(_MIN_WINDOW, (stop - start) * 5 // 4 + 16)
-            start = stop
-    return BatchPlan(*(np.array(column, dtype=np.int64) for column in (starts, stops, sizes)))
+    same_timestamp = bool(n) and not (ts != ts[0]).any()
+    if same_timestamp:
+        flat = _FlatSizes(tail)
+        for end in ends:
+            while start < end:
+                stop, size = flat.batch_end(start, end, room)
+                starts.append(start)
+                stops.append(stop)
+                sizes.append(size)
+                start = stop
+    else:
+        window = _first_window(tail, room)
+        for end in ends:
+            while start < end:
+                stop, size = _batch_end(ts, tail, start, window, room, end)
+                starts.append(start)
+                stops.append(stop)
+                sizes.append(size)
+                window = max(_MIN_WINDOW, (stop - start) * 5 // 4 + 16)
+                start = stop
+    return BatchPlan(*(np.array(column, dtype=np.int64) for column in (starts, stops, sizes)),
+                     same_timestamp=same_timestamp)
 
 
 def encode_records(records: ArrowRecords, plan: BatchPlan) -> list[memoryview]:
@@ -252,14 +273,17 @@ def encode_records(records: ArrowRecords, plan: BatchPlan) -> list[memoryview]:
     n = records.count
     if n == 0:
         return []
-    batch_of_row = np.repeat(np.arange(len(plan)), plan.stops - plan.starts)
-    first_row = plan.starts[batch_of_row]
+    first_row = np.repeat(plan.starts, plan.stops - plan.starts)
     offset_deltas = np.arange(n, dtype=np.int64) - first_row
-    timestamp_deltas = records.timestamps - records.timestamps[first_row]  # checked by the plan
-    body_lengths = (1 + _varint_sizes(_zigzag(timestamp_deltas)) + _varint_sizes(_zigzag(offset_deltas))
-                    + records.tail_sizes)
-    heads = _varint_column([body_lengths, np.zeros(n, dtype=np.int64), timestamp_deltas,
-                            offset_deltas, records.key_lengths])
+    if plan.same_timestamp:  # every timestamp delta is 0: one byte, the same in every row
+        timestamp_deltas: np.ndarray | int = 0
+        timestamp_sizes: np.ndarray | int = 1
+    else:
+        timestamp_deltas = records.timestamps - records.timestamps[first_row]  # checked by the plan
+        timestamp_sizes = _varint_sizes(_zigzag(timestamp_deltas))
+    offset_sizes = _varint_sizes((offset_deltas << 1).view(np.uint64))  # deltas >= 0: zig-zag is 2x
+    body_lengths = 1 + timestamp_sizes + offset_sizes + records.tail_sizes
+    heads = _varint_column(n, [body_lengths, 0, timestamp_deltas, offset_deltas, records.key_lengths])
     total = int(plan.sizes.sum())
     joined = _join_rows(heads, records, large=total > _INT32_MAX)
     offsets = _offsets(joined)
@@ -348,7 +372,8 @@ def _encode_headers(headers: Any, n: int) -> tuple[pa.Array, pa.Array, np.ndarra
     counts = pc.fill_null(pc.list_value_length(headers), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     items = headers.flatten()  # drops what null lists span and applies the slice
     keys, values = _header_fields(items, counts)
-    pieces = [_varint_column([_lengths(keys)]), keys, _varint_column([_lengths(values)]), values]
+    pieces = [_varint_column(len(keys), [_lengths(keys)]), keys,
+              _varint_column(len(values), [_lengths(values)]), values]
     joined = _join(pieces, large=False)
     row_ends = np.concatenate([[0], np.cumsum(counts)])
     item_offsets = _offsets(joined)
@@ -358,7 +383,7 @@ def _encode_headers(headers: Any, n: int) -> tuple[pa.Array, pa.Array, np.ndarra
     data = joined.buffers()[2]
     row_bytes = pa.Array.from_buffers(
         offset_type, n, [None, pa.py_buffer(row_offsets.astype(dtype)), data])
-    count_column = _varint_column([counts])
+    count_column = _varint_column(n, [counts])
     sizes = _varint_sizes(_zigzag(counts)) + np.diff(row_offsets)
     return count_column, row_bytes, sizes
 
@@ -426,6 +451,48 @@ def _batch_end(ts: np.ndarray, tail: np.ndarray, start: int, window: int, room: 
         window *= 2
 
 
+class _FlatSizes:
+    """Batch ends for rows that all share one timestamp (every timestamp delta is 0, one byte),
+    the usual case (no timestamp column): a record's size then depends only on its tail and on
+    its offset delta's varint size, which is 1 byte for deltas 0..63, 2 bytes up to 8191, and
+    so on (class ``c`` covers deltas ``_DELTA_CLASSES[c]``). Per class, one cumulative sum of
+    every row's record size (built when a batch first reaches that class); a batch's end is then
+    one ``searchsorted`` per class it reaches: a few scalar operations per batch, not per row."""
+
+    def __init__(self, tail: np.ndarray):
+        self._tail = tail
+        self._sums: list[np.ndarray] = []
+
+    def _cumulative(self, index: int) -> np.ndarray:
+        """Row ``i``'s records up to ``i`` (exclusive) sized with offset deltas of class ``index``."""
+        while len(self._sums) <= index:
+            # attributes (1 byte), timestamp delta 0 (1 byte), offset delta (class index + 1 bytes)
+            body = self._tail + (3 + len(self._sums))
+            sums = np.zeros(len(body) + 1, dtype=np.int64)
+            np.cumsum(_varint_sizes((body << 1).view(np.uint64)) + body, out=sums[1:])  # zig-zag of body > 0
+            self._sums.append(sums)
+        return self._sums[index]
+
+    def batch_end(self, start: int, end: int, room: int) -> tuple[int, int]:
+        """The end row and records size of the batch starting at ``start`` (rows before ``end``)."""
+        used = 0
+        for index, (low, high) in enumerate(_DELTA_CLASSES):
+            first, last = start + low, min(end, start + high)
+            if first >= last:
+                break
+            sums = self._cumulative(index)
+            base = int(sums[first])
+            span = int(sums[last]) - base
+            if used + span <= room:
+                used += span
+                continue
+            stop = first + int(np.searchsorted(sums[first + 1:last + 1], room - used + base, side="right"))
+            if stop == start:  # the first record always fits
+                stop = start + 1
+            return stop, used + int(sums[stop]) - base
+        return min(end, start + _DELTA_CLASSES[-1][1]), used
+
+
 def _record_sizes(timestamp_deltas: np.ndarray, offset_deltas: np.ndarray, tail: np.ndarray) -> np.ndarray:
     """Whole record sizes, length varint included."""
     body = 1 + _varint_sizes(_zigzag(timestamp_deltas)) + _varint_sizes(_zigzag(offset_deltas)) + tail
@@ -465,53 +532,94 @@ def _varint_sizes(z: np.ndarray) -> np.ndarray:
     return sizes
 
 
-def _varint_column(fields: Sequence[np.ndarray]) -> pa.Array:
+def _varint_column(n: int, fields: Sequence[np.ndarray | int]) -> pa.Array:
     """A binary array whose row ``i`` is the varints of ``fields[0][i]``, ``fields[1][i]``, ...
+    (``n`` rows; a field given as an int has that value in every row).
 
     Dense numpy only, no per-row scatter: one ``n x width`` byte matrix holds every field's
     varint in its own columns (one column per byte position, as many as the field's longest
-    varint), and a boolean mask of the same shape (byte position < that row's varint size)
-    drops the unused bytes while flattening row by row. When every varint of a field has the
-    field's full width the mask is all true there, and when that holds for every field the
-    flattening is a plain reshape.
+    varint). Byte ``k`` of a varint is the low byte of ``z >> 7k``, with the high bit set where
+    more bytes follow (``z >> 7k > 127``); that same comparison says whether byte ``k + 1``
+    exists, so a *ragged* field (some rows shorter than its widest) fills a boolean mask of the
+    matrix with it, and the mask drops the unused bytes while flattening row by row. A field
+    whose varints all have the same width is written without a mask, an int field is its bytes
+    broadcast to every row, and without a ragged field the flattening is a plain reshape.
+    Values below 2**32 are shifted as uint32, half the memory traffic of uint64.
     """
-    n = len(fields[0])
-    zs = [_zigzag(field) for field in fields]
-    sizes = [_varint_sizes(z) for z in zs]
-    widths = [int(size.max()) if n else 1 for size in sizes]
-    matrix = np.empty((n, sum(widths)), dtype=np.uint8)
-    mask = np.ones(matrix.shape, dtype=bool)
-    ragged = False
-    column = 0
-    for z, size, width in zip(zs, sizes, widths):
-        _put_varint_bytes(matrix[:, column:column + width], z, size)
-        if n and int(size.min()) < width:
-            ragged = True
-            for k in range(1, width):
-                mask[:, column + k] = size > k
-        column += width
-    out = matrix[mask] if ragged else matrix.reshape(-1)
-    row_sizes = np.sum(sizes, axis=0) if len(sizes) > 1 else sizes[0]
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(row_sizes, out=offsets[1:])
-    large = offsets[-1] > _INT32_MAX
+    columns = [_VarintField.of(field, n) for field in fields]
+    width = sum(column.width for column in columns)
+    matrix = np.empty((n, width), dtype=np.uint8)
+    ragged = any(column.ragged for column in columns)
+    mask = np.ones((n, width), dtype=bool) if ragged else None
+    row_sizes = np.full(n, width - sum(column.width - 1 for column in columns if column.ragged),
+                        dtype=np.int64) if ragged else None
+    at = 0
+    for column in columns:
+        column.write(matrix[:, at:at + column.width], None if mask is None else mask[:, at:at + column.width],
+                     row_sizes)
+        at += column.width
+    if ragged:
+        out = matrix[mask]
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(row_sizes, out=offsets[1:])
+    else:
+        out = matrix.reshape(-1)
+        offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64)
+    large = n * width > _INT32_MAX
     return pa.Array.from_buffers(
         pa.large_binary() if large else pa.binary(), n,
         [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)), pa.py_buffer(out)])
 
 
-def _put_varint_bytes(block: np.ndarray, z: np.ndarray, sizes: np.ndarray) -> None:
-    """Write varint ``z[i]`` (``sizes[i]`` bytes) at the start of row ``i`` of ``block``, one
-    column (byte position) at a time; bytes past a varint's size are left as junk."""
-    width = block.shape[1]
-    if width <= 4:  # every value fits 28 bits: shift 32-bit words, half the memory traffic
-        z = z.astype(np.uint32)
-    kind = z.dtype.type
-    for k in range(width):
-        byte = ((z >> kind(7 * k)) & kind(0x7F)).astype(np.uint8)
-        if k < width - 1:
-            byte |= (sizes > k + 1).view(np.uint8) << np.uint8(7)
-        block[:, k] = byte
+@dataclass(frozen=True)
+class _VarintField:
+    """One field of :func:`_varint_column`: its zig-zag values (``None`` for a constant, whose
+    bytes are ``constant``), its width (the longest varint) and whether some varints are shorter."""
+
+    z: np.ndarray | None
+    constant: bytes
+    width: int
+    ragged: bool
+
+    @classmethod
+    def of(cls, field: np.ndarray | int, n: int) -> _VarintField:
+        if isinstance(field, (int, np.integer)):
+            data = bytearray()
+            write_varint(data, int(field))
+            return cls(None, bytes(data), len(data), False)
+        z = _zigzag(field)
+        most, least = (int(z.max()), int(z.min())) if n else (0, 0)
+        width = _size_of_zigzag(most)
+        if width == 1:
+            z = z.astype(np.uint8)
+        elif most >> 32 == 0:
+            z = z.astype(np.uint32)
+        return cls(z, b"", width, _size_of_zigzag(least) < width)
+
+    def write(self, block: np.ndarray, mask: np.ndarray | None, row_sizes: np.ndarray | None) -> None:
+        """Write every row's varint at the start of its row of ``block`` (``n x width``); for a
+        ragged field, clear ``mask`` where a byte is unused and count used bytes in ``row_sizes``
+        (which starts at one byte for this field)."""
+        if self.z is None:
+            block[:] = np.frombuffer(self.constant, dtype=np.uint8)
+            return
+        z = self.z
+        kind = z.dtype.type
+        for k in range(self.width):
+            shifted = z >> kind(7 * k) if k else z
+            byte = shifted.astype(np.uint8)
+            if k < self.width - 1:
+                more = shifted > kind(0x7F)
+                np.bitwise_or(byte, np.uint8(0x80), out=byte, where=more)
+                if self.ragged:
+                    mask[:, k + 1] = more
+                    row_sizes += more
+            block[:, k] = byte
+
+
+def _size_of_zigzag(z: int) -> int:
+    """Bytes of the varint of the zig-zag value ``z``."""
+    return max(1, (z.bit_length() + 6) // 7)
 
 
 # --- joining ------------------------------------------------------------------------------------
