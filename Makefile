@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
-.PHONY: install test unit integration broker jars demo bench bench-producer bench-spark clean
+.PHONY: install test unit integration broker jars demo bench bench-producer bench-spark soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,12 @@ bench-producer: install
 # foreachPartition, and the no-op floors.
 bench-spark: install
 	$(BIN)/python -m bench.spark $(ARGS)
+
+# The soak (README, soak section): a bounded-rate stream through KafkaSink for 10 minutes on an embedded
+# Apache Kafka, then a pass/fail verdict on RSS, threads, fds, pool eviction and delivery (exit 1 on
+# failure). Options via ARGS, e.g. make soak ARGS="--duration 120 --rate 200".
+soak: install
+	$(BIN)/python -m bench.soak $(ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

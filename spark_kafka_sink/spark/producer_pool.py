@@ -10,9 +10,13 @@ reasons to replace a producer: a task retry and a fork.
   and adds one to the entry's count. :meth:`PooledProducer.release` (idempotent; also the context
   manager's exit) takes one off. When the count reaches 0 the entry records when it became idle.
 - **Idle eviction.** :meth:`ProducerPool.evict_idle` closes entries that have had no lease for
-  longer than the idle timeout. A daemon evictor thread calls it every ``evictor_interval_ms``.
-  The thread starts on the first ``acquire``, and ``close()`` stops it. It reads the injected
-  clock, so tests call ``evict_idle`` themselves with a fake clock.
+  longer than the idle timeout, and closing a producer closes its connections. A daemon evictor
+  thread calls it every ``evictor_interval_ms``, or every idle timeout when a cached entry's is
+  shorter (the sink's ``producer.cache.timeout``; at most every ``MIN_EVICTOR_WAIT_MS``). So a
+  producer idle for its timeout ``T`` is closed at the latest ``max(T, MIN_EVICTOR_WAIT_MS)`` later,
+  however long the interval. An acquire that brings a shorter timeout wakes the thread to
+  reschedule. The thread starts on the first ``acquire``, and ``close()`` stops it. It reads the
+  injected clock, so tests call ``evict_idle`` themselves with a fake clock.
 - **Replacement on a task retry.** ``acquire(config, attempt=n)`` with ``n > 0`` (Spark's
   ``TaskContext.attemptNumber()``) *retires* the cached producer and creates a fresh one. The
   failed attempt may have left the old producer in a bad state: fenced, out of memory, or holding
@@ -57,7 +61,10 @@ log = logging.getLogger(__name__)
 DEFAULT_IDLE_TIMEOUT_MS = 600_000
 """Idle time after which an unused producer is closed (10 min, Spark's ``producer.cache.timeout``)."""
 DEFAULT_EVICTOR_INTERVAL_MS = 60_000
-"""How often the evictor thread looks for idle producers (Spark's evictor runs every minute too)."""
+"""How often the evictor thread looks for idle producers (Spark's evictor runs every minute too);
+more often while a cached producer has a shorter idle timeout."""
+MIN_EVICTOR_WAIT_MS = 100
+"""The evictor's shortest period, whatever the idle timeouts (``producer.cache.timeout=0`` included)."""
 DEFAULT_CLOSE_TIMEOUT_S = 30.0
 """Bound on delivering what is pending when the pool closes a producer."""
 
@@ -212,6 +219,8 @@ class ProducerPool:
                 if idle_timeout_ms is not None:
                     entry.idle_timeout_ms = idle_timeout_ms
                 self._start_evictor_locked()
+                if self._evictor is not None and self._evictor_wait_ms_locked() < self._evictor.wait_ms:
+                    self._evictor.wake()  # a shorter timeout than it sleeps for: reschedule
                 return PooledProducer(self, entry, created)
         finally:
             self._close_entries(to_close)
@@ -332,30 +341,66 @@ class ProducerPool:
 
     def _start_evictor_locked(self) -> None:
         if self._evictor is None and self._evictor_interval_ms > 0:
-            self._evictor = _Evictor(self, self._evictor_interval_ms / 1000)
+            self._evictor = _Evictor(self, self._evictor_wait_ms_locked())
+
+    def _evictor_wait_ms_locked(self) -> int:
+        """The evictor's next sleep: its interval, or the shortest idle timeout of a cached entry
+        if that is shorter (never under ``MIN_EVICTOR_WAIT_MS``, nor over the interval)."""
+        timeouts = [entry.idle_timeout_ms for entry in self._entries.values()]
+        if not timeouts:
+            return self._evictor_interval_ms
+        return min(self._evictor_interval_ms, max(min(timeouts), MIN_EVICTOR_WAIT_MS))
+
+    def _next_evictor_wait_ms(self, evictor: _Evictor) -> int | None:
+        """Called by the evictor thread before it sleeps: how long, or ``None`` if it is no
+        longer this pool's evictor (stopped, or the pool forked)."""
+        with self._lock:
+            if self._evictor is not evictor:
+                return None
+            evictor.wait_ms = self._evictor_wait_ms_locked()
+            return evictor.wait_ms
 
     def __repr__(self) -> str:
         return f"ProducerPool({self.stats()})"
 
 
 class _Evictor:
-    """A daemon thread calling ``pool.evict_idle()`` every interval until stopped. It holds the
-    pool only weakly, so a pool that nobody references is not kept alive by its evictor."""
+    """A daemon thread calling ``pool.evict_idle()`` until stopped, sleeping as long as the pool
+    says before each call (``wait_ms``, set under the pool's lock); ``wake()`` cuts a sleep short.
+    It holds the pool only weakly, so a pool that nobody references is not kept alive by its
+    evictor."""
 
-    def __init__(self, pool: ProducerPool, interval_s: float):
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=_evict_periodically, args=(weakref.ref(pool), interval_s, self._stop),
+    def __init__(self, pool: ProducerPool, wait_ms: int):
+        self.wait_ms = wait_ms  # guarded by the pool's lock
+        self._wake = threading.Event()
+        self._stopped = False
+        self._thread = threading.Thread(target=_evict_periodically, args=(weakref.ref(pool), self),
                                         name="kafka-producer-pool-evictor", daemon=True)
         self._thread.start()
 
+    def wake(self) -> None:
+        self._wake.set()
+
+    def sleep(self, wait_ms: int) -> bool:
+        """Sleep up to ``wait_ms`` or until woken; whether the evictor should go on."""
+        self._wake.wait(wait_ms / 1000)
+        self._wake.clear()
+        return not self._stopped
+
     def stop(self, timeout_s: float) -> None:
-        self._stop.set()
+        self._stopped = True
+        self._wake.set()
         if self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
 
 
-def _evict_periodically(pool_ref: weakref.ref[ProducerPool], interval_s: float, stop: threading.Event) -> None:
-    while not stop.wait(interval_s):
+def _evict_periodically(pool_ref: weakref.ref[ProducerPool], evictor: _Evictor) -> None:
+    while True:
+        pool = pool_ref()
+        wait_ms = None if pool is None else pool._next_evictor_wait_ms(evictor)
+        del pool
+        if wait_ms is None or not evictor.sleep(wait_ms):
+            return
         pool = pool_ref()
         if pool is None:
             return

@@ -438,6 +438,45 @@ def test_evictor_thread_evicts_idle_producers(factory, clock):
         pool.close()
 
 
+def _wait_closed(producer: FakeProducer) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not producer.closed and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def test_a_short_idle_timeout_shortens_the_evictors_sleep(factory, clock):
+    # The interval is a minute, but a lease brings a 200 ms timeout (producer.cache.timeout):
+    # the evictor, asleep for the minute, is woken and looks every 200 ms from then on.
+    pool = ProducerPool(factory=factory, clock=clock, idle_timeout_ms=IDLE_MS, evictor_interval_ms=60_000)
+    try:
+        pool.acquire(CONFIG_B).release()  # starts the evictor on the minute interval
+        time.sleep(0.05)
+        pool.acquire(CONFIG_A, idle_timeout_ms=200).release()
+        clock.advance(201)
+        _wait_closed(factory.created[1])
+        assert factory.created[1].closed, "the idle producer was not evicted within its 200 ms timeout"
+        assert not factory.created[0].closed  # its own 10 s timeout has not passed
+        assert pool.stats().evicted_total == 1
+    finally:
+        pool.close()
+
+
+def test_a_zero_idle_timeout_is_evicted_without_spinning(factory, clock):
+    pool = ProducerPool(factory=factory, clock=clock, evictor_interval_ms=60_000)
+    try:
+        pool.acquire(CONFIG_A, idle_timeout_ms=0).release()
+        clock.advance(1)
+        _wait_closed(factory.created[0])
+        assert factory.created[0].closed
+        calls = []
+        original = pool.evict_idle
+        pool.evict_idle = lambda now_ms=None: calls.append(now_ms) or original(now_ms)
+        time.sleep(0.3)
+        assert len(calls) <= 1, f"the evictor ran {len(calls)} times in 0.3 s with nothing to evict"
+    finally:
+        pool.close()
+
+
 def test_no_evictor_thread_when_the_interval_is_zero(pool):
     pool.acquire(CONFIG_A)
     assert not _evictor_threads()
