@@ -81,7 +81,7 @@ def resolve_columns(data: Any, *, value: Any = "value", key: Any = DEFAULT,
             raise ValueError(f"the {what} column {name!r} is not in the input; its columns are "
                              f"{sorted(names)}")
         column = table.column(name)
-        return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+        return _without_views(column.combine_chunks() if column.num_chunks != 1 else column.chunk(0))
 
     if value is None or value is DEFAULT:
         raise ValueError("send_arrow needs a value column (value='...')")
@@ -95,6 +95,31 @@ def resolve_columns(data: Any, *, value: Any = "value", key: Any = DEFAULT,
     )
     _check_types(columns)
     return columns
+
+
+def _without_views(array: Any) -> Any:
+    """``array`` with ``binary_view``/``string_view`` (top level, or a header's key or value)
+    cast to ``large_binary``/``large_string``: the encoder reads Arrow offsets, which view types
+    do not have. Other arrays are returned as they are."""
+    import pyarrow as pa
+
+    def plain(kind: Any) -> Any:
+        if pa.types.is_binary_view(kind):
+            return pa.large_binary()
+        if pa.types.is_string_view(kind):
+            return pa.large_string()
+        return kind
+
+    kind = array.type
+    if (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and pa.types.is_struct(kind.value_type):
+        item = kind.value_type
+        fields = [item.field(i).with_type(plain(item.field(i).type)) for i in range(item.num_fields)]
+        if any(f.type != item.field(i).type for i, f in enumerate(fields)):
+            lister = pa.large_list if pa.types.is_large_list(kind) else pa.list_
+            return array.cast(lister(pa.struct(fields)))
+        return array
+    target = plain(kind)
+    return array if target == kind else array.cast(target)
 
 
 def _bytes_like(kind: Any) -> bool:

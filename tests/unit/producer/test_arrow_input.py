@@ -127,3 +127,41 @@ def test_row_chunks_bound_the_bytes_of_each_pass():
     assert row_chunks(sizes, 8) == [(0, 2), (2, 3), (3, 4), (4, 7)]
     assert row_chunks(sizes, 100) == [(0, 7)]
     assert row_chunks(np.array([], dtype=np.int64), 8) == []
+
+
+def test_view_columns_are_read_as_plain_binary_and_strings():
+    import pyarrow as pa
+
+    headers_type = pa.list_(pa.struct([("key", pa.string_view()), ("value", pa.binary_view())]))
+    batch = pa.record_batch({
+        "value": pa.array([b"v0", None, b"v2"], type=pa.binary_view()),
+        "key": pa.array(["k0", "k1", None], type=pa.string_view()),
+        "headers": pa.array([[{"key": "h", "value": b"1"}], [], None], type=headers_type),
+    })
+    columns = resolve_columns(batch)
+    assert columns.value.type == pa.large_binary() and columns.value.to_pylist() == [b"v0", None, b"v2"]
+    assert columns.key.type == pa.large_string() and columns.key.to_pylist() == ["k0", "k1", None]
+    item = columns.headers.type.value_type
+    assert (item.field(0).type, item.field(1).type) == (pa.large_string(), pa.large_binary())
+    assert columns.headers.to_pylist() == [[{"key": "h", "value": b"1"}], [], None]
+
+
+def test_view_columns_encode_byte_identical_to_plain_ones():
+    import pyarrow as pa
+
+    from spark_kafka_sink.record.arrow import encode_batches
+
+    def encoded(value_type, key_type, header_key, header_value):
+        headers_type = pa.list_(pa.struct([("key", header_key), ("value", header_value)]))
+        batch = pa.record_batch({
+            "value": pa.array([b"v" * i for i in range(50)], type=value_type),
+            "key": pa.array([f"k{i % 7}" if i % 5 else None for i in range(50)], type=key_type),
+            "headers": pa.array([[{"key": f"h{i}", "value": b"x" * i}] for i in range(50)],
+                                type=headers_type)})
+        cols = resolve_columns(batch)
+        return [b.builder.build() for b in encode_batches(
+            cols.value, cols.key, cols.headers, timestamp_ms=7, batch_size=1024)]
+
+    plain = encoded(pa.binary(), pa.string(), pa.string(), pa.binary())
+    assert len(plain) > 1
+    assert encoded(pa.binary_view(), pa.string_view(), pa.string_view(), pa.binary_view()) == plain
