@@ -47,6 +47,7 @@ DEFAULT_RECEIVE_CHUNK = 256 * 1024
 _READS_PER_EVENT = 8
 _CONNECT_IN_PROGRESS = {0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN}
 _MAX_WAIT_MS = 2**31 - 1
+_WAKE_READ = 4096
 
 
 @dataclass(frozen=True)
@@ -363,8 +364,8 @@ class Selector:
             self._selector.modify(channel.sock, events, channel)
 
     def _drain_wakeup(self) -> None:
-        try:
-            while self._wake_r.recv(4096):
+        try:  # a short read took all there was: no second recv (and no BlockingIOError) needed
+            while len(self._wake_r.recv(_WAKE_READ)) == _WAKE_READ:
                 pass
         except (BlockingIOError, InterruptedError):
             pass

@@ -62,7 +62,7 @@ import random
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from ..client.backoff import ExponentialBackoff
 from ..clock import SYSTEM_CLOCK, Clock
@@ -117,14 +117,18 @@ class ReadyCheckResult:
 
 
 class _PartitionQueue:
-    """One partition's batches, oldest first, and the lock that guards them."""
+    """One partition's batches, oldest first, and the lock that guards them.
 
-    __slots__ = ("tp", "lock", "batches")
+    ``leader``: ``(snapshot, leader node)`` as ``ready`` last looked the leader up (sender
+    thread only; a snapshot is immutable, so the node holds while the snapshot is the same)."""
+
+    __slots__ = ("tp", "lock", "batches", "leader")
 
     def __init__(self, tp: TopicPartition):
         self.tp = tp
         self.lock = threading.Lock()
         self.batches: deque[ProducerBatch] = deque()
+        self.leader: tuple[object, Any] = (None, None)
 
 
 # --- the accumulator ------------------------------------------------------------------------
@@ -164,6 +168,7 @@ class RecordAccumulator:
         self._muted: set[TopicPartition] = set()
         self._drain_index: dict[int, int] = {}
         self._node_latency: dict[int, object] = {}
+        self._fed_loads: dict[str, tuple[int, list]] = {}  # what ready last fed the partitioner
         self._next_batch_expiry_ms = NO_DELAY_LIMIT_MS
 
     # --- partition queues -----------------------------------------------------------------------
@@ -397,6 +402,7 @@ class RecordAccumulator:
         exhausted = self._pool.queued > 0
         forced = exhausted or self._closed or self._flushes_in_progress > 0
         feed_partitioner = self._partitioner is not None and self._partitioner.adaptive
+        muted = self._muted
         for topic, partitions in self._topics.items():
             loads = [] if feed_partitioner else None
             for queue in partitions.values():
@@ -409,7 +415,12 @@ class RecordAccumulator:
                         backing_off = first.is_backing_off(now_ms)
                         full = len(queue.batches) > 1 or first.is_full
                     queue_size = len(queue.batches)
-                leader = cluster.leader_for(queue.tp)
+                cached = queue.leader
+                if cached[0] is cluster:
+                    leader = cached[1]
+                else:
+                    leader = cluster.leader_for(queue.tp)
+                    queue.leader = (cluster, leader)
                 if loads is not None:
                     loads.append((queue.tp.partition, queue_size, None if leader is None else leader.node_id))
                 if first is None:
@@ -417,7 +428,7 @@ class RecordAccumulator:
                 if leader is None:
                     unknown_leader_topics.add(topic)
                     continue
-                if leader.node_id in ready_nodes or queue.tp in self._muted:
+                if leader.node_id in ready_nodes or (muted and queue.tp in muted):
                     continue
                 time_to_wait = first.retry_backoff_ms if backing_off else self.linger_ms
                 sendable = full or waited >= time_to_wait or forced
@@ -430,11 +441,18 @@ class RecordAccumulator:
         return ReadyCheckResult(frozenset(ready_nodes), next_delay, frozenset(unknown_leader_topics))
 
     def _feed_partitioner(self, topic: str, loads: list, cluster: ClusterSnapshot) -> None:
-        from .partitioner import PartitionQueue
+        """Give the partitioner the topic's queue sizes and leaders. Skipped when they are what
+        it was last given (most sender loops change no queue): the stats it would rebuild are
+        equal. Not skipped when an availability timeout makes node latency an input too."""
         count = cluster.partition_count(topic)
         if count:
+            fed = (count, loads)
+            if self._fed_loads.get(topic) == fed and not self._partitioner.availability_timeout_ms:
+                return
+            from .partitioner import PartitionQueue
             queues = [PartitionQueue(partition, size, leader) for partition, size, leader in loads]
             self._partitioner.update_load_stats(topic, queues, count, self._node_latency)
+            self._fed_loads[topic] = fed
 
     def update_node_latency_stats(self, node_id: int, now_ms: int, can_drain: bool) -> None:
         """Sender: ``node_id`` had data ready at ``now_ms`` (and could take it if ``can_drain``);

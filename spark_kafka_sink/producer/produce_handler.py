@@ -94,20 +94,32 @@ def partition_results(response: ClientResponse,
     if response.body is None:                       # acks=0: done once written
         return {tp: PartitionResult(NONE) for tp in batches}
     answered = _answered(response.body)
-    missing = PartitionResult(UNKNOWN_SERVER_ERROR,
-                              error_message=f"node {node} sent no result for this partition")
-    return {tp: answered.get(tp, missing) for tp in batches}
-
-
-def _answered(body: Any) -> dict[TopicPartition, PartitionResult]:
+    missing = None
     results: dict[TopicPartition, PartitionResult] = {}
+    for tp in batches:
+        result = answered.get((tp.topic, tp.partition))
+        if result is None:
+            if missing is None:
+                missing = PartitionResult(
+                    UNKNOWN_SERVER_ERROR,
+                    error_message=f"node {node} sent no result for this partition")
+            result = missing
+        results[tp] = result
+    return results
+
+
+def _answered(body: Any) -> dict[tuple[str, int], PartitionResult]:
+    """The broker's results by (topic, partition): plain tuples hash faster than TopicPartition."""
+    results: dict[tuple[str, int], PartitionResult] = {}
     for topic in body.responses:
+        name = topic.name
         for part in topic.partition_responses:
-            results[TopicPartition(topic.name, part.index)] = PartitionResult(
+            record_errors = part.record_errors
+            results[(name, part.index)] = PartitionResult(
                 part.error_code, part.base_offset, part.log_append_time_ms, part.log_start_offset,
                 part.error_message,
                 tuple(RecordError(e.batch_index, e.batch_index_error_message)
-                      for e in part.record_errors))
+                      for e in record_errors) if record_errors else ())
     return results
 
 

@@ -58,7 +58,7 @@ class ProducerBatch:
     __slots__ = ("topic_partition", "created_ms", "buffer", "completion", "attempts",
                  "last_attempt_ms", "last_append_size", "last_append_filled", "drained_ms", "retry_backoff_ms",
                  "in_flight", "_builder", "_last_append_ms", "_in_retry", "_appends_closed",
-                 "_closed", "_size_in_bytes", "_sequence_reset", "_final_state")
+                 "_closed", "_size_in_bytes", "_sequence_reset", "_final_state", "_built")
 
     def __init__(self, tp: TopicPartition, builder: RecordBatchBuilder, created_ms: int, *,
                  buffer: MemoryLease | None = None):
@@ -82,6 +82,7 @@ class ProducerBatch:
         self._size_in_bytes = 0
         self._sequence_reset = False
         self._final_state: FinalState | None = None
+        self._built: bytes | None = None  # built by close(), handed to the next records()
 
     # --- appending ------------------------------------------------------------------------------
 
@@ -131,11 +132,16 @@ class ProducerBatch:
 
     def close(self) -> None:
         """No more appends; build the bytes (once). Also ends a sequence reset, as in Java: a
-        batch whose sequence was rewritten is "reset" only until it is drained again."""
+        batch whose sequence was rewritten is "reset" only until it is drained again.
+
+        The bytes built here are kept for the next :meth:`records` call (the request that
+        follows the drain), so a batch is not built twice in a row."""
         self._appends_closed = True
         if not self._closed:
             self._closed = True
-            self._size_in_bytes = len(self._builder.build())
+            built = self._builder.build()
+            self._size_in_bytes = len(built)
+            self._built = built
         self._sequence_reset = False
 
     def close_for_appends(self) -> None:
@@ -150,11 +156,15 @@ class ProducerBatch:
     def records(self) -> bytes:
         """The whole record batch as sent (header with the current producer state + records).
 
-        Not cached: the builder keeps the (compressed) records, and rebuilding is a header, a
-        CRC and one copy, so a drained batch holds its bytes once, not twice."""
+        The first call after :meth:`close` returns the bytes ``close`` built (unless the
+        producer state changed since) and lets go of them; later calls rebuild. So the batch
+        holds its bytes twice only between its drain and its request, and a retry after an epoch
+        bump still carries its new header. Rebuilding is a header, a CRC and one copy: the
+        builder keeps the (compressed) records."""
         if not self._closed:
             raise RuntimeError(f"{self!r} must be closed before its records are sent")
-        return self._builder.build()
+        built, self._built = self._built, None
+        return built if built is not None else self._builder.build()
 
     @property
     def size_in_bytes(self) -> int:
@@ -166,6 +176,7 @@ class ProducerBatch:
     def set_producer_state(self, producer_id: int, epoch: int, base_sequence: int,
                            is_transactional: bool) -> None:
         """Stamp the producer id, epoch and base sequence (at drain, or on a sequence rewrite)."""
+        self._built = None
         self._builder.set_producer_state(producer_id, epoch, base_sequence, is_transactional)
 
     def reset_producer_state(self, producer_id: int, epoch: int, base_sequence: int) -> None:
@@ -173,6 +184,7 @@ class ProducerBatch:
         log.info("Resetting sequence number of batch with current sequence %d for partition %s to %d",
                  self.base_sequence, self.topic_partition, base_sequence)
         self._sequence_reset = True
+        self._built = None
         self._builder.set_producer_state(producer_id, epoch, base_sequence, self.is_transactional)
 
     @property
@@ -302,6 +314,7 @@ class ProducerBatch:
             previous = self._final_state
             if previous is None:
                 self._final_state = state
+        self._built = None
         if previous is not None:
             unexpected = FinalState.SUCCEEDED in (previous, state)
             level = logging.WARNING if unexpected else logging.DEBUG

@@ -545,6 +545,41 @@ def test_ready_feeds_queue_sizes_to_the_adaptive_partitioner():
     assert weights[0] < weights[1] == weights[2]  # the longest queue is picked least
 
 
+def test_ready_refeeds_the_partitioner_only_when_queue_sizes_or_leaders_change():
+    """ready() skips rebuilding the load stats when the queues look as they did last time (the
+    stats would be equal), and rebuilds them as soon as a size or a leader changes."""
+    s, partitioner, _ = sticky_setup(adaptive=True)
+    s.fill(T0, full_batches=3)
+    s.append(T1)
+    s.append(T2)
+    s.ready()
+    stats = partitioner.load_stats("t")
+    assert stats is not None
+    s.ready()
+    assert partitioner.load_stats("t") is stats  # unchanged queues: not rebuilt
+    s.fill(T1, full_batches=3)
+    s.fill(T2, full_batches=3)
+    s.ready()
+    assert partitioner.load_stats("t") is None  # equal queues again: uniform
+    moved = ClusterSnapshot(  # partition 2 loses its leader: left out of the stats
+        [Node(1, "h1", 9092), Node(2, "h2", 9092)],
+        [PartitionInfo("t", 0, 1), PartitionInfo("t", 1, 2), PartitionInfo("t", 2, NO_LEADER)])
+    result = s.accumulator.ready(moved, s.now)
+    assert result.unknown_leader_topics == {"t"}
+    assert partitioner.load_stats("t").partition_ids == (0, 1)
+
+
+def test_ready_looks_leaders_up_again_for_a_new_metadata_snapshot():
+    s = setup()
+    s.fill(T1, full_batches=1)
+    assert s.ready().ready_nodes == {2}
+    moved = ClusterSnapshot([Node(1, "h1", 9092), Node(2, "h2", 9092)],
+                            [PartitionInfo("t", 0, 1), PartitionInfo("t", 1, 1),
+                             PartitionInfo("t", 2, 1)])
+    assert s.accumulator.ready(moved, s.now).ready_nodes == {1}
+    assert s.ready().ready_nodes == {2}
+
+
 def test_append_to_a_queue_handle_is_append_to_its_partition():
     """The producer's fast path (``partition_queue`` once, then ``append_to``) against ``append``:
     the same batches, futures, flags and sizes, record for record."""

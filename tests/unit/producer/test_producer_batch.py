@@ -210,6 +210,33 @@ def test_close_builds_once_and_records_follow_the_producer_state():
     assert not batch.sequence_has_been_reset
 
 
+def test_records_hands_over_the_bytes_close_built_unless_the_state_changed_since():
+    """close() builds once and records() returns those bytes (no second build); a producer
+    state stamped or reset in between is never lost, and later calls rebuild."""
+    stamped = new_batch()
+    for _ in range(3):
+        append(stamped, b"z" * 50)
+    stamped.set_producer_state(7, 1, 40, False)
+    stamped.close()
+    first = stamped.records()
+    assert first == stamped.records() == stamped.records()  # rebuilt: byte-identical
+    assert read_batch(first).base_sequence == 40
+
+    for change in ("set", "reset"):
+        batch = new_batch()
+        for _ in range(3):
+            append(batch, b"z" * 50)
+        batch.set_producer_state(7, 1, 40, False)
+        batch.close()  # built with sequence 40, not handed out yet
+        if change == "set":
+            batch.set_producer_state(7, 1, 90, False)
+        else:
+            batch.reset_producer_state(7, 2, 90)
+        sent = read_batch(batch.records())
+        assert (sent.producer_epoch, sent.base_sequence) == ((1 if change == "set" else 2), 90)
+        assert sent.records == read_batch(first).records
+
+
 def test_last_sequence_wraps_past_int32_max():
     batch = new_batch()
     for _ in range(4):
