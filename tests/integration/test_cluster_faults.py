@@ -252,8 +252,12 @@ def test_not_enough_replicas_is_retried_until_the_node_is_back(proxied_cluster, 
     victim = 3
     caplog.set_level(logging.WARNING, logger=SENDER_LOG)
     try:
+        # A produce the leader appended while it still counted the victim in its ISR waits for
+        # acks until the request's timeout (REQUEST_TIMED_OUT) before a retry meets the shrunk
+        # ISR: keep that timeout short so NOT_ENOUGH_REPLICAS comes within the wait below.
         with KafkaProducer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5,
-                            "retry.backoff.ms": 100, "retry.backoff.max.ms": 500}) as producer:
+                            "request.timeout.ms": 5_000, "retry.backoff.ms": 100,
+                            "retry.backoff.max.ms": 500}) as producer:
             warm = _send_range(producer, topic, 0, 100)
             producer.flush(timeout=30)
             _assert_all_delivered(warm)
@@ -261,7 +265,7 @@ def test_not_enough_replicas_is_retried_until_the_node_is_back(proxied_cluster, 
             wait_for(lambda: all(victim not in cluster.isr(topic, p) for p in range(partitions)),
                      30, f"node {victim} to leave every ISR")
             futures = _send_range(producer, topic, 100, 100 + count)
-            wait_for(lambda: "NotEnoughReplicas" in caplog.text, 30,
+            wait_for(lambda: "NotEnoughReplicas" in caplog.text, 60,
                      "the broker to answer NOT_ENOUGH_REPLICAS")
             assert not _failures(futures)            # retried, not failed
             cluster.restart(victim)
