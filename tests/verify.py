@@ -6,9 +6,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
 
+
+
+_NOT_READY = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                        KafkaError.UNKNOWN_TOPIC_OR_PART})
 
 
 @dataclass(frozen=True)
@@ -73,10 +77,25 @@ def consume_all(bootstrap: str, topic: str, partitions: int, *, expected_count: 
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int, *, timeout_s: float = 10.0) -> dict[int, int]:
-    """Each partition's high watermark, as confluent-kafka reads it from the broker."""
+    """Each partition's high watermark, as confluent-kafka reads it from the broker.
+
+    A topic created a moment ago may not have its leader in place on the broker yet
+    (NOT_LEADER_FOR_PARTITION, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PART): such answers are
+    asked again until ``timeout_s``; any other error is raised."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-end-{topic}"})
+    deadline = time.monotonic() + timeout_s
     try:
-        return {p: consumer.get_watermark_offsets(CkTopicPartition(topic, p), timeout=timeout_s)[1]
-                for p in range(partitions)}
+        offsets = {}
+        for p in range(partitions):
+            while True:
+                try:
+                    offsets[p] = consumer.get_watermark_offsets(
+                        CkTopicPartition(topic, p), timeout=max(0.5, deadline - time.monotonic()))[1]
+                    break
+                except KafkaException as exc:
+                    if exc.args[0].code() not in _NOT_READY or time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.1)
+        return offsets
     finally:
         consumer.close()
