@@ -33,6 +33,7 @@ Not thread-safe, except :meth:`wakeup`.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 from dataclasses import dataclass
@@ -109,6 +110,8 @@ class NetworkClient:
             setup_timeout_max_ms=settings.socket_connection_setup_timeout_max_ms, rng=self._rng)
         self._in_flight = InFlightRequests(settings.max_in_flight_requests_per_connection)
         self._connections: dict[int, Connection] = {}
+        self._connection_ids: dict[int, int] = {}           # node -> id of its current connection
+        self._next_connection_id = itertools.count(1)
         self._needs_api_versions: dict[int, int] = {}      # node -> ApiVersions version to send
         self._authenticators: dict[int, SaslAuthenticator] = {}
         self._auth_errors: dict[int, AuthenticationError] = {}
@@ -148,6 +151,12 @@ class NetworkClient:
         """Why the last connection to ``node_id`` failed to authenticate (None: it did not, or
         the node was READY since)."""
         return self._auth_errors.get(node_id)
+
+    def connection_id(self, node_id: int) -> int:
+        """An id for the current connection to ``node_id``, new with every connection (0: none
+        yet). Requests sent under one id were handled by the broker in order, on one socket;
+        a new id means the broker may have restarted or moved leadership in between."""
+        return self._connection_ids.get(node_id, 0)
 
     def in_flight_request_count(self, node_id: int | None = None) -> int:
         return self._in_flight.count(node_id)
@@ -312,6 +321,7 @@ class NetworkClient:
             log.debug("connected to node %d; fetching its API versions", node_id)
             self._connections[node_id] = Connection(
                 node_id, self._settings.client_id, self._settings.max_frame_bytes)
+            self._connection_ids[node_id] = next(self._next_connection_id)
             self._needs_api_versions[node_id] = FIRST_VERSION
 
     def _handle_api_versions(self, now_ms: int) -> None:

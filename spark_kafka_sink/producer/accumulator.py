@@ -61,6 +61,7 @@ import logging
 import random
 import threading
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
@@ -466,13 +467,17 @@ class RecordAccumulator:
 
     # --- drain ----------------------------------------------------------------------------------
 
-    def drain(self, cluster: ClusterSnapshot, nodes: Iterable[int], max_request_size: int,
-              now_ms: int) -> dict[int, list[ProducerBatch]]:
-        """Batches to send now, per node id, each list within ``max_request_size`` bytes."""
-        return {node_id: self._drain_node(cluster, node_id, max_request_size, now_ms)
-                for node_id in nodes}
+    def drain(self, cluster: ClusterSnapshot, nodes: Iterable[int] | Mapping[int, int],
+              max_request_size: int, now_ms: int) -> dict[int, list[ProducerBatch]]:
+        """Batches to send now, per node id, each list within ``max_request_size`` bytes.
+        ``nodes``: node ids, or node id -> the id of the connection the batches will go out on
+        (the sender's; the idempotence gate pipelines a partition only on one connection).
+        Without connection ids, each node counts as one connection."""
+        links = nodes if isinstance(nodes, Mapping) else {node_id: node_id for node_id in nodes}
+        return {node_id: self._drain_node(cluster, node_id, link, max_request_size, now_ms)
+                for node_id, link in links.items()}
 
-    def _drain_node(self, cluster: ClusterSnapshot, node_id: int, max_size: int,
+    def _drain_node(self, cluster: ClusterSnapshot, node_id: int, link: int, max_size: int,
                     now_ms: int) -> list[ProducerBatch]:
         parts = cluster.partitions_for_node(node_id)
         drained: list[ProducerBatch] = []
@@ -500,7 +505,7 @@ class RecordAccumulator:
                     next_start = index  # this partition goes first next time
                     break
                 if self._idempotence is not None:
-                    if not self._idempotence.can_drain(first):
+                    if not self._idempotence.can_drain(first, link):
                         continue
                     batch = queue.batches.popleft()
                     self._idempotence.assign_producer_state(batch)
@@ -509,7 +514,7 @@ class RecordAccumulator:
             batch.close()  # builds the bytes: outside the lock, appenders need not wait for it
             size += batch.size_in_bytes
             drained.append(batch)
-            batch.drained(now_ms)
+            batch.drained(now_ms, link)
         self._drain_index[node_id] = next_start
         return drained
 

@@ -29,12 +29,30 @@ belong to.
   nothing is drained without a producer id; a new batch waits while the partition still has
   batches in flight under an older id/epoch, or while its sequence state is unresolved; a retried
   batch goes only when it is the first in flight (retries go one at a time, in order).
-- **First batch alone** (beyond Java): until a partition has an acknowledged batch under the
-  current producer id and epoch, it has one batch in flight at most. A broker that holds no state
-  for this producer accepts *any* first sequence, so if the first batch failed transiently (say
-  NOT_LEADER_OR_FOLLOWER right after a leader change) a second one in flight behind it would be
-  written first, and the first could then only be re-sequenced behind it: reordered. Seen against
-  Apache Kafka 4.1 right after topic creation. It costs one round trip per partition per epoch.
+- **Pipelining is earned per connection** (beyond Java). The broker checks sequences only when it
+  holds state for this producer on the partition; a broker without it accepts *any* sequence.
+  That happens more than one would think: right after topic creation, after a restart or a
+  leader change, and whenever the records' CreateTime is older than the broker's
+  ``producer.id.expiration.ms`` (a backfill of old events): such state is dropped at every log
+  load. So if an earlier batch fails transiently (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, a
+  disconnect) while a later one is in flight behind it, the later one can be written first, and
+  the earlier one then lands behind it: reordered, and no sequence check catches it. Seen
+  against Apache Kafka 4.1 after topic creation and after a whole-cluster restart, where batches
+  still in flight to the old leader were overtaken by new ones sent to the new leader. Hence, in
+  :meth:`~IdempotenceState.can_drain` (``link`` is the connection the batch would go out on):
+
+  - a batch never goes while a batch of its partition awaits an answer on another connection;
+  - a new batch joins batches in flight only on the connection that acknowledged the
+    partition's last batch under the current producer id and epoch (so after topic creation, a
+    reconnect or a leader change the first batch goes alone, and once it is acknowledged the
+    broker holds state and checks the rest);
+  - a new batch never joins a retried batch in flight: after a refusal the partition's retries
+    settle, one at a time, before new batches follow them.
+
+  It costs one round trip per partition after each of those events and nothing in steady state.
+  What it cannot prevent: two batches already in flight on one connection when the broker
+  refuses the first and takes the second (a state change between two requests a few ms apart);
+  such an acknowledged gap is logged as a warning naming the partition.
 - **Epoch bump** (the idempotent producer's way out of OUT_OF_ORDER_SEQUENCE_NUMBER and
   UNKNOWN_PRODUCER_ID, as Java 4.x): the sender's decision helpers (:meth:`can_retry`,
   :meth:`handle_failed_batch`, :meth:`maybe_resolve_sequences`) *request* a bump for a partition;
@@ -140,6 +158,7 @@ class _PartitionEntry:
     next_sequence: int = 0
     last_acked_sequence: int = NO_LAST_ACKED_SEQUENCE
     last_acked_offset: int = INVALID_OFFSET
+    acked_link: int | None = None  # connection of the last acknowledgement under this id/epoch
     in_flight: list = field(default_factory=list)  # ProducerBatch, ordered by base sequence
 
 
@@ -293,6 +312,7 @@ class IdempotenceState:
         entry.producer_id_and_epoch = pid_epoch
         entry.next_sequence = sequence
         entry.last_acked_sequence = NO_LAST_ACKED_SEQUENCE
+        entry.acked_link = None
 
     def reset_sequence_for_partition(self, tp: TopicPartition) -> None:
         """Forget ``tp``'s sequences (the broker lost this producer's state for it)."""
@@ -332,21 +352,34 @@ class IdempotenceState:
 
     # --- drain ----------------------------------------------------------------------------------
 
-    def can_drain(self, first: ProducerBatch) -> bool:
-        """Whether the head batch of its partition may be drained now (see the module doc)."""
+    def can_drain(self, first: ProducerBatch, link: int = -1) -> bool:
+        """Whether the head batch of its partition may be drained now, to go out on connection
+        ``link`` (see the module doc: drain gate, pipelining)."""
         tp = first.topic_partition
         if self.has_fatal_error or not self.has_producer_id:
             return False
+        entry = self._partitions.get(tp)
+        in_flight = entry.in_flight if entry is not None else None
         if not first.has_sequence:
-            if self.has_in_flight(tp) and self.has_stale_producer_id_and_epoch(tp):
-                return False  # new sequences (from 0, new epoch) must not overtake old ones
-            if self.has_in_flight(tp) and self.last_acked_sequence(tp) == NO_LAST_ACKED_SEQUENCE:
-                return False  # the first batch of an id/epoch goes alone: see "First batch alone"
             if tp in self._unresolved:
                 return False  # an expired batch may or may not have been written
-        first_in_flight = self.first_in_flight_sequence(tp)
-        return not (first_in_flight != NO_SEQUENCE and first.has_sequence
-                    and first.base_sequence != first_in_flight)
+            if not in_flight:
+                return True
+            if entry.producer_id_and_epoch != self._producer_id_and_epoch:
+                return False  # new sequences (from 0, new epoch) must not overtake old ones
+            if entry.acked_link is None or entry.acked_link != link:
+                return False  # pipelining is earned on this connection, under this epoch
+            for batch in in_flight:
+                if batch.attempts or (batch.in_flight and batch.link != link):
+                    return False  # retries settle first; nothing answered elsewhere is pending
+            return True
+        if in_flight:
+            if first.base_sequence != in_flight[0].base_sequence:
+                return False  # retries go one at a time, in order
+            for batch in in_flight:
+                if batch.in_flight and batch.link != link:
+                    return False  # an answer from another connection is still to come
+        return True
 
     def assign_producer_state(self, batch: ProducerBatch) -> None:
         """At drain: stamp a new batch with the producer id/epoch and the next sequence, and track
@@ -368,7 +401,16 @@ class IdempotenceState:
     def handle_completed_batch(self, batch: ProducerBatch, base_offset: int) -> None:
         """The broker wrote ``batch``: advance the acknowledged sequence and offset."""
         entry = self._entry(batch.topic_partition)
-        entry.last_acked_sequence = max(entry.last_acked_sequence, batch.last_sequence)
+        last = entry.last_acked_sequence
+        if (last != NO_LAST_ACKED_SEQUENCE and batch.base_sequence != increment_sequence(last, 1)
+                and batch.producer_epoch == entry.producer_id_and_epoch.epoch
+                and batch.producer_id == entry.producer_id_and_epoch.producer_id):
+            log.warning("The broker acknowledged sequence %d for %s while %d was the next: it "
+                        "holds no state for producerId %d (expired or lost), so it accepted a gap "
+                        "and the order around it is not guaranteed", batch.base_sequence,
+                        batch.topic_partition, increment_sequence(last, 1), batch.producer_id)
+        entry.last_acked_sequence = max(last, batch.last_sequence)
+        entry.acked_link = batch.link
         if base_offset != INVALID_OFFSET:
             entry.last_acked_offset = max(entry.last_acked_offset,
                                           base_offset + batch.record_count - 1)

@@ -57,7 +57,7 @@ class ProducerBatch:
 
     __slots__ = ("topic_partition", "created_ms", "buffer", "completion", "attempts",
                  "last_attempt_ms", "last_append_size", "last_append_filled", "drained_ms", "retry_backoff_ms",
-                 "in_flight", "_builder", "_last_append_ms", "_in_retry", "_appends_closed",
+                 "in_flight", "link", "_builder", "_last_append_ms", "_in_retry", "_appends_closed",
                  "_closed", "_size_in_bytes", "_sequence_reset", "_final_state", "_built")
 
     def __init__(self, tp: TopicPartition, builder: RecordBatchBuilder, created_ms: int, *,
@@ -74,6 +74,7 @@ class ProducerBatch:
         self.drained_ms = created_ms
         self.retry_backoff_ms = 0  # the backoff before the current retry (set by the accumulator)
         self.in_flight = False  # set by the sender while a request carries this batch
+        self.link = -1  # the connection (NetworkClient.connection_id) it was last drained for
         self._builder = builder
         self._last_append_ms = created_ms
         self._in_retry = False
@@ -232,8 +233,10 @@ class ProducerBatch:
         self.retry_backoff_ms = backoff_ms
         self._in_retry = True
 
-    def drained(self, now_ms: int) -> None:
+    def drained(self, now_ms: int, link: int = -1) -> None:
+        """Taken from the deque at ``now_ms`` to go out on connection ``link``."""
         self.drained_ms = max(self.drained_ms, now_ms)
+        self.link = link
 
     def waited_time_ms(self, now_ms: int) -> int:
         """Time since creation, or since the last retry was enqueued."""

@@ -78,9 +78,10 @@ class SenderSettings:
 
 @dataclass(frozen=True)
 class ReadyNodes:
-    """Nodes to drain now, and how long until the ready-but-unreachable ones may be."""
+    """Nodes to drain now (node id -> the id of its connection, see
+    ``NetworkClient.connection_id``), and how long until the ready-but-unreachable ones may be."""
 
-    nodes: frozenset[int]
+    nodes: Mapping[int, int]
     not_ready_timeout_ms: int
 
 
@@ -222,17 +223,18 @@ class Sender:
         self._metadata.request_update(now_ms)
 
     def _ready_nodes(self, result: ReadyCheckResult, now_ms: int) -> ReadyNodes:
-        nodes: set[int] = set()
+        nodes: dict[int, int] = {}
         not_ready_timeout = NO_DELAY_LIMIT_MS
+        client = self._client
         for node_id in result.ready_nodes:
-            can_drain = self._client.ready(node_id, now_ms)
+            can_drain = client.ready(node_id, now_ms)
             self._accumulator.update_node_latency_stats(node_id, now_ms, can_drain)
             if can_drain:
-                nodes.add(node_id)
+                nodes[node_id] = client.connection_id(node_id)
             else:
                 not_ready_timeout = min(not_ready_timeout,
-                                        self._client.connection_delay(node_id, now_ms))
-        return ReadyNodes(frozenset(nodes), not_ready_timeout)
+                                        client.connection_delay(node_id, now_ms))
+        return ReadyNodes(nodes, not_ready_timeout)
 
     def _track_in_flight(self, drained: Mapping[int, list[ProducerBatch]]) -> None:
         for batches in drained.values():

@@ -267,10 +267,13 @@ def test_disconnect_mid_request_completes_in_flight_then_reconnects_after_backof
     calls = len(h.sel.connect_calls)
     assert not h.client.ready(1, h.now) and len(h.sel.connect_calls) == calls
     assert h.client.connection_delay(1, h.now) == 50
+    first_id = h.client.connection_id(1)
     h.clock.advance(50)
     h.brokers[1].hold = False
     h.connect(1)
     assert h.brokers[1].connections == 3              # bootstrap, the first, the reconnect
+    assert h.client.connection_id(1) not in (0, first_id)   # a new connection, a new id
+    assert h.client.connection_id(2) == 0               # never connected
     h.client.send(h.request(1), h.now)
     (response,) = h.poll()
     assert response.body is not None

@@ -78,6 +78,7 @@ class Harness:
         self.clock = FakeClock()
         self.sel = FakeSelector()
         self.topics = dict({"t": 2} if topics is None else topics)
+        self.leaders: dict[tuple[str, int], int] = {}   # (topic, partition) -> node, else round-robin
         self.brokers_spec = brokers
         self.brokers: dict[int, FakeBroker] = {}
         for node_id, host, port in brokers:
@@ -124,6 +125,13 @@ class Harness:
         for _ in range(times):
             self.sender.run_once()
 
+    def move_leader(self, tp: TopicPartition, node_id: int) -> None:
+        """The brokers now name ``node_id`` the leader of ``tp``; the sender learns it at once."""
+        self.leaders[(tp.topic, tp.partition)] = node_id
+        self.metadata.request_update(self.now)
+        self.run_until(lambda: self.metadata.snapshot.leader_for(tp).node_id == node_id,
+                       advance_ms=20)
+
     def run_until(self, check: Callable[[], bool], *, max_steps: int = 60, advance_ms: int = 0) -> int:
         """Step until ``check()``; moves the clock ``advance_ms`` after each step. Steps taken."""
         for steps in range(max_steps):
@@ -168,7 +176,7 @@ class Harness:
     def _metadata_answer(self, request) -> dict:
         wanted = {t.name for t in (request.body.topics or ())}
         known = {name: count for name, count in self.topics.items() if name in wanted}
-        return metadata_body(self.brokers_spec, known)
+        return metadata_body(self.brokers_spec, known, leaders=self.leaders)
 
     def answer_deferred(self, count: int | None = None) -> int:
         """Handle the oldest ``count`` (default: all) deferred Produce requests now, as the broker

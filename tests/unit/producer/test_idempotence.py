@@ -59,12 +59,13 @@ def drained(state: IdempotenceState, *sizes: int, tp: TopicPartition = TP) -> li
 
 
 def prime(state: IdempotenceState, tp: TopicPartition = TP, records: int = 1,
-          base_offset: int = 0) -> ProducerBatch:
-    """Drain a first batch of ``records`` records for ``tp`` and acknowledge it, so that the
-    partition may have several batches in flight from now on (it takes sequences
-    ``0 .. records - 1`` under the current id/epoch)."""
+          base_offset: int = 0, link: int = -1) -> ProducerBatch:
+    """Drain a first batch of ``records`` records for ``tp`` and acknowledge it on connection
+    ``link``, so that the partition may have several batches in flight on that connection from
+    now on (it takes sequences ``0 .. records - 1`` under the current id/epoch)."""
     assert state.last_acked_sequence(tp) == NO_LAST_ACKED_SEQUENCE and not state.has_in_flight(tp)
     primer, = drained(state, records, tp=tp)
+    primer.drained(0, link)
     assert primer.base_sequence == 0
     state.handle_completed_batch(primer, base_offset=base_offset)
     assert state.last_acked_sequence(tp) == records - 1 and not state.has_in_flight(tp)
@@ -214,7 +215,7 @@ def test_a_retried_batch_is_drained_only_when_first_in_flight():
     assert state.can_drain(second)
 
 
-# --- first batch alone (until the partition has an ack under the current id/epoch) ----------------
+# --- pipelining is earned per connection (first batch alone, retries settle, one link) --------------
 
 def test_a_second_new_batch_waits_while_the_first_is_in_flight_unacknowledged():
     state = ready_state()
@@ -290,6 +291,98 @@ def test_the_first_batch_alone_does_not_hold_back_a_retry_or_other_partitions():
     other, = drained(state, 1, tp=OTHER)  # another partition has its own first batch
     assert other.base_sequence == 0
     assert not state.can_drain(batch_of(1, OTHER)) and not state.can_drain(batch_of(1))
+
+
+def on_link(state: IdempotenceState, link: int, *sizes: int, tp: TopicPartition = TP,
+            sent: bool = True) -> list[ProducerBatch]:
+    """:func:`drained` for connection ``link``; ``sent``: their request is on the wire."""
+    batches = []
+    for size in sizes:
+        batch = batch_of(size, tp)
+        assert state.can_drain(batch, link)
+        state.assign_producer_state(batch)
+        batch.drained(0, link)
+        batch.in_flight = sent
+        batches.append(batch)
+    return batches
+
+
+def test_pipelining_needs_an_ack_on_the_same_connection():
+    state = ready_state()
+    first, = on_link(state, 7, 1)
+    first.in_flight = False
+    state.handle_completed_batch(first, base_offset=0)   # acknowledged on connection 7
+    second, = on_link(state, 7, 1)
+    assert state.can_drain(batch_of(1), 7)               # pipelines on 7...
+    assert not state.can_drain(batch_of(1), 8)           # ...not on a new connection (reconnect,
+    second.in_flight = False                             # new leader): that one goes alone first
+    state.handle_completed_batch(second, base_offset=1)
+    third, = on_link(state, 8, 1)                        # nothing in flight: goes, alone
+    assert not state.can_drain(batch_of(1), 8)
+    third.in_flight = False
+    state.handle_completed_batch(third, base_offset=2)
+    assert state.can_drain(batch_of(1), 8)
+
+
+def test_nothing_goes_while_an_answer_is_due_on_another_connection():
+    # The whole-cluster restart: batches still in flight to the old leader (connection 1) while
+    # metadata already names a new leader (connection 2). A new leader holding no state for the
+    # producer would write whatever comes first; the old leader's answers must come first.
+    state = ready_state()
+    prime(state, link=1)
+    old = on_link(state, 1, 1, 1, 1)
+    fresh = batch_of(1)
+    assert not state.can_drain(fresh, 2)
+    for batch in old:                                    # NOT_LEADER_OR_FOLLOWER for each
+        batch.in_flight = False
+        assert state.can_retry(batch, NOT_LEADER).retry
+        batch.reenqueued(0)
+    assert not state.can_drain(old[1], 2)                # retries go in order...
+    assert state.can_drain(old[0], 2)                    # ...the first one first, to the new leader
+    old[0].drained(0, 2)
+    old[0].in_flight = True
+    assert not state.can_drain(fresh, 2)                 # and new batches wait for the retries
+
+
+def test_a_retry_waits_for_an_answer_due_on_another_connection():
+    state = ready_state()
+    prime(state, link=1)
+    first, second = on_link(state, 1, 1, 1)
+    first.in_flight = False                              # refused: to be retried on connection 2
+    assert state.can_retry(first, NOT_LEADER).retry
+    first.reenqueued(0)
+    assert not state.can_drain(first, 2)                 # the second is still on the wire on 1
+    second.in_flight = False                             # ...until its answer arrives
+    assert state.can_drain(first, 2)
+
+
+def test_a_new_batch_does_not_join_a_retried_batch_in_flight():
+    state = ready_state()
+    prime(state, link=3)
+    first, = on_link(state, 3, 1)
+    first.in_flight = False
+    assert state.can_retry(first, NOT_LEADER).retry
+    first.reenqueued(0)
+    assert state.can_drain(first, 3)
+    first.drained(0, 3)
+    first.in_flight = True                               # the retry is in flight
+    assert not state.can_drain(batch_of(1), 3)           # a new batch must not overtake it
+    first.in_flight = False
+    state.handle_completed_batch(first, base_offset=1)
+    assert state.can_drain(batch_of(1), 3)
+
+
+def test_an_acknowledged_sequence_gap_is_logged(caplog):
+    state = primed_state(7, 0)                           # sequence 0 acknowledged
+    skipped, later = drained(state, 4, 2)                # sequences 1-4 and 5-6
+    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.idempotence"):
+        state.handle_completed_batch(later, base_offset=1)
+    assert "acknowledged sequence 5 for t-0 while 1 was the next" in caplog.text
+    assert "no state for producerId 7" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.idempotence"):
+        state.handle_completed_batch(drained(state, 1)[0], base_offset=3)   # 7 follows 6
+    assert not caplog.text
 
 
 # --- decisions on sequence errors -----------------------------------------------------------------

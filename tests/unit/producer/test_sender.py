@@ -449,6 +449,56 @@ def test_first_batch_goes_alone_so_a_transient_error_cannot_reorder_records():
     assert h.pool.available_memory == MEMORY
 
 
+def test_after_a_leader_change_nothing_overtakes_the_old_leaders_answers():
+    # Seen against Apache Kafka 4.1 after a whole-cluster restart: batches of a partition were in
+    # flight to the old leader when metadata named a new one, and new batches sent to the new
+    # leader (which held no producer state, so checked no sequence) were written before the old
+    # leader answered NOT_LEADER_OR_FOLLOWER and the first batches were retried behind them.
+    h = Harness(idempotent=True, batch_size=200)          # one record per batch
+    h.bootstrap()
+    primer = h.append(T0, value=b"p" * 150)
+    h.run_until(primer.done)                              # acknowledged by node 1: pipelining
+    h.defer_produce = True
+    values = [bytes([ord("a") + i]) * 150 for i in range(5)]
+    futures = [h.append(T0, value=value) for value in values[:3]]
+    h.run_until(lambda: len(h.deferred) == 3)             # three requests in flight to node 1
+    h.move_leader(T0, 2)
+    futures += [h.append(T0, value=value) for value in values[3:]]
+    h.step(5)
+    h.clock.advance(200)
+    h.step(5)
+    assert [node for node, _ in h.deferred] == [1, 1, 1]  # nothing to node 2 before node 1 answers
+    h.script(T0, *[{"error_code": NOT_LEADER}] * 3)
+    h.answer_deferred()
+    h.defer_produce = False
+    h.run_until(lambda: all(f.done() for f in futures), advance_ms=50, max_steps=200)
+    assert [value for *_, value in h.log[T0]] == [b"p" * 150] + values   # in order, each once
+    assert [f.result().offset for f in futures] == [1, 2, 3, 4, 5]
+    assert h.pool.available_memory == MEMORY
+
+
+def test_after_a_reconnect_the_first_batch_goes_alone():
+    # The broker may have restarted behind the new connection and lost the producer's state: a
+    # transient refusal of the first batch must not let a second one in flight behind it win.
+    metrics = RecordingMetrics()
+    h = Harness(idempotent=True, batch_size=200, metrics=metrics)
+    h.bootstrap()
+    primer = h.append(T0, value=b"p" * 150)
+    h.run_until(primer.done)
+    h.sel.drop(1)                                         # node 1's connection resets, then back
+    h.run_until(lambda: not h.client.is_ready(1, h.now), advance_ms=10)
+    h.defer_produce = True
+    futures = [h.append(T0, value=bytes([ord("a") + i]) * 150) for i in range(3)]
+    h.run_until(lambda: len(h.deferred) == 1, advance_ms=100)   # reconnected: the first one goes
+    h.step(5)
+    assert len(h.deferred) == 1                           # ...alone, until it is acknowledged
+    h.script(T0, {"error_code": NOT_LEADER})
+    h.answer_deferred()
+    h.defer_produce = False
+    h.run_until(lambda: all(f.done() for f in futures), advance_ms=50, max_steps=200)
+    assert [value[:1] for *_, value in h.log[T0]] == [b"p", b"a", b"b", b"c"]
+
+
 def test_duplicate_sequence_is_success():
     h = Harness(idempotent=True)
     h.bootstrap()
