@@ -403,6 +403,7 @@ class IdempotenceState:
         entry = self._entry(batch.topic_partition)
         last = entry.last_acked_sequence
         if (last != NO_LAST_ACKED_SEQUENCE and batch.base_sequence != increment_sequence(last, 1)
+                and batch.topic_partition not in self._unresolved   # an expired batch may fill it
                 and batch.producer_epoch == entry.producer_id_and_epoch.epoch
                 and batch.producer_id == entry.producer_id_and_epoch.producer_id):
             log.warning("The broker acknowledged sequence %d for %s while %d was the next: it "
