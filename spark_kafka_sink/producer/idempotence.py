@@ -51,7 +51,8 @@ belong to.
 
   It costs one round trip per partition after each of those events and nothing in steady state.
   What it cannot prevent: two batches already in flight on one connection when the broker
-  refuses the first and takes the second (a state change between two requests a few ms apart);
+  refuses the first and takes the second (a state change between two requests a few ms apart,
+  say the broker's periodic expiry of old-timestamped producer state on a live connection);
   such an acknowledged gap is logged as a warning naming the partition.
 - **Epoch bump** (the idempotent producer's way out of OUT_OF_ORDER_SEQUENCE_NUMBER and
   UNKNOWN_PRODUCER_ID, as Java 4.x): the sender's decision helpers (:meth:`can_retry`,
@@ -105,6 +106,13 @@ def increment_sequence(sequence: int, increment: int) -> int:
     if sequence > INT32_MAX - increment:
         return increment - (INT32_MAX - sequence) - 1
     return sequence + increment
+
+
+def sequence_after(sequence: int, other: int) -> bool:
+    """Whether ``sequence`` comes after ``other`` in the wrapping sequence space (less than half
+    of it ahead): 1 comes after ``INT32_MAX``, as the broker counts."""
+    distance = (sequence - other) % (INT32_MAX + 1)
+    return 0 < distance < (INT32_MAX + 1) // 2
 
 
 @dataclass(frozen=True)
@@ -399,19 +407,27 @@ class IdempotenceState:
     # --- outcomes -------------------------------------------------------------------------------
 
     def handle_completed_batch(self, batch: ProducerBatch, base_offset: int) -> None:
-        """The broker wrote ``batch``: advance the acknowledged sequence and offset."""
+        """The broker wrote ``batch``: advance the acknowledged sequence (wrap-aware) and offset.
+        A late acknowledgement of a batch stamped under an older id/epoch (it expired in flight
+        and the partition moved on) says nothing about the current sequences."""
         entry = self._entry(batch.topic_partition)
-        last = entry.last_acked_sequence
-        if (last != NO_LAST_ACKED_SEQUENCE and batch.base_sequence != increment_sequence(last, 1)
-                and batch.topic_partition not in self._unresolved   # an expired batch may fill it
-                and batch.producer_epoch == entry.producer_id_and_epoch.epoch
-                and batch.producer_id == entry.producer_id_and_epoch.producer_id):
-            log.warning("The broker acknowledged sequence %d for %s while %d was the next: it "
-                        "holds no state for producerId %d (expired or lost), so it accepted a gap "
-                        "and the order around it is not guaranteed", batch.base_sequence,
-                        batch.topic_partition, increment_sequence(last, 1), batch.producer_id)
-        entry.last_acked_sequence = max(last, batch.last_sequence)
-        entry.acked_link = batch.link
+        pid_epoch = entry.producer_id_and_epoch
+        if batch.producer_id == pid_epoch.producer_id and batch.producer_epoch == pid_epoch.epoch:
+            last = entry.last_acked_sequence
+            if last == NO_LAST_ACKED_SEQUENCE:
+                entry.last_acked_sequence = batch.last_sequence
+            else:
+                expected = increment_sequence(last, 1)
+                if (batch.base_sequence != expected and sequence_after(batch.base_sequence, expected)
+                        and batch.topic_partition not in self._unresolved):  # expired: may fill it
+                    log.warning("The broker acknowledged sequence %d for %s while %d was the next: "
+                                "it holds no state for producerId %d (expired or lost), so it "
+                                "accepted a gap and the order around it is not guaranteed",
+                                batch.base_sequence, batch.topic_partition, expected,
+                                batch.producer_id)
+                if sequence_after(batch.last_sequence, last):
+                    entry.last_acked_sequence = batch.last_sequence
+            entry.acked_link = batch.link
         if base_offset != INVALID_OFFSET:
             entry.last_acked_offset = max(entry.last_acked_offset,
                                           base_offset + batch.record_count - 1)

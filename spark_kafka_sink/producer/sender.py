@@ -332,6 +332,8 @@ class Sender:
                 self._complete_batch(batch, results[tp], now_ms)
             except Exception as exc:             # a bug here must not strand the other batches
                 log.exception("error while completing the batch for %s", tp)
+                if self._idempotence is not None:
+                    self._idempotence.remove_in_flight(batch)   # nor hold its partition back
                 if batch.fail(exc):
                     self._remove_and_deallocate(batch)
 

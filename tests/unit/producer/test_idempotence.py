@@ -396,6 +396,54 @@ def test_no_gap_is_reported_behind_a_batch_that_expired_in_flight(caplog):
     assert not caplog.text
 
 
+def test_leadership_back_on_the_first_connection_waits_for_the_answer_due_on_the_second():
+    # Leadership flaps: acknowledged on connection 1, then a batch goes (alone) on connection 2,
+    # then metadata names the first leader again. Pipelining was earned on 1, but the answer for
+    # the batch on 2 must come first.
+    state = ready_state()
+    prime(state, link=1)
+    away, = on_link(state, 2, 1)
+    assert not state.can_drain(batch_of(1), 1)
+    away.in_flight = False
+    state.handle_completed_batch(away, base_offset=1)
+    assert state.can_drain(batch_of(1), 1)               # nothing in flight: goes, alone
+
+
+def test_acknowledgements_follow_sequences_across_the_int32_wrap(caplog):
+    state = ready_state(7, 0)
+    prime(state)
+    entry = state._entry(TP)                             # as if 2**31 - 3 records had gone
+    entry.last_acked_sequence, entry.next_sequence = INT32_MAX - 3, INT32_MAX - 2
+    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.idempotence"):
+        across, = drained(state, 4)                      # MAX-2, MAX-1, MAX, 0
+        assert (across.base_sequence, across.last_sequence) == (INT32_MAX - 2, 0)
+        state.handle_completed_batch(across, base_offset=10)
+        assert state.last_acked_sequence(TP) == 0
+        after, = drained(state, 2)                       # 1 and 2
+        state.handle_completed_batch(after, base_offset=14)
+        assert state.last_acked_sequence(TP) == 2
+    assert not caplog.text
+
+
+def test_a_late_acknowledgement_from_an_older_epoch_leaves_the_new_sequences_alone(caplog):
+    state = ready_state(7, 0)
+    prime(state)
+    late, = drained(state, 50)                           # sequences 1-50, sent
+    state.handle_failed_batch(late, KafkaTimeoutError("expired"), adjust_sequence_numbers=False)
+    state.mark_sequence_unresolved(late)
+    state.maybe_resolve_sequences()                      # nothing in flight, 51 not acknowledged
+    state.bump_epoch_and_reset_id_if_needed()
+    assert state.producer_id_and_epoch.epoch == 1
+    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.idempotence"):
+        state.handle_completed_batch(late, base_offset=1)   # its epoch-0 request succeeded late
+        assert state.last_acked_sequence(TP) == NO_LAST_ACKED_SEQUENCE
+        fresh, = drained(state, 1)
+        assert (fresh.producer_epoch, fresh.base_sequence) == (1, 0)
+        state.handle_completed_batch(fresh, base_offset=51)
+    assert state.last_acked_sequence(TP) == 0
+    assert not caplog.text
+
+
 # --- decisions on sequence errors -----------------------------------------------------------------
 
 def test_out_of_order_on_the_next_batch_bumps_the_epoch_and_retries():

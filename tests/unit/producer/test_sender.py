@@ -577,6 +577,29 @@ def test_run_thread_survives_a_crash_and_exits_on_close():
     assert h.sel.closed
 
 
+def test_a_bug_completing_a_retried_batch_does_not_hold_its_partition_back(monkeypatch):
+    # Completing a batch raised (a bug): the batch fails, and it must not stay "in flight" for
+    # the idempotence gate, or new batches of its partition would wait behind it forever.
+    h = Harness(idempotent=True, batch_size=200)
+    h.bootstrap()
+    h.script(T0, {"error_code": NOT_LEADER})
+    broken = h.append(T0, value=b"a" * 150)
+    h.run_until(lambda: h.idempotence.has_in_flight(T0) and h.accumulator.has_incomplete()
+                and any(b.attempts for b in h.idempotence._entry(T0).in_flight), advance_ms=10)
+    original = h.sender._succeed_batch
+
+    def exploding(batch, result):
+        raise RuntimeError("bug while completing")
+    monkeypatch.setattr(h.sender, "_succeed_batch", exploding)
+    h.run_until(broken.done, advance_ms=50)
+    assert isinstance(broken.exception(0), RuntimeError)
+    monkeypatch.setattr(h.sender, "_succeed_batch", original)
+    after = h.append(T0, value=b"b" * 150)
+    h.run_until(after.done, advance_ms=50)
+    assert after.exception(0) is None
+    assert not h.idempotence.has_in_flight(T0)
+
+
 def test_a_metrics_bug_does_not_strand_batches():
     class Exploding(RecordingMetrics):
         def on_produce_request(self, node_id, batches, now_ms):
