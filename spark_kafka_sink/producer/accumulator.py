@@ -165,6 +165,7 @@ class RecordAccumulator:
         self._flushes_in_progress = 0
         self._flush_lock = threading.Lock()
         self._closed = False
+        self._closed_reason: BaseException | None = None  # see close()
         # sender thread only:
         self._muted: set[TopicPartition] = set()
         self._drain_index: dict[int, int] = {}
@@ -236,7 +237,7 @@ class RecordAccumulator:
         concurrent appends share nothing."""
         with queue.lock:
             if self._closed:
-                raise ProducerClosedError("Producer closed while send in progress")
+                raise self._closed_error()
             batches = queue.batches
             if batches:
                 last = batches[-1]
@@ -332,7 +333,7 @@ class RecordAccumulator:
                     callback: SendCallback | None, now_ms: int) -> RecordAppendResult | None:
         """Append to the last batch if it has room. Deque lock held."""
         if self._closed:
-            raise ProducerClosedError("Producer closed while send in progress")
+            raise self._closed_error()
         batches = queue.batches
         if not batches:
             return None
@@ -378,7 +379,7 @@ class RecordAccumulator:
         try:
             with queue.lock:
                 if self._closed:
-                    raise ProducerClosedError("Producer closed while send in progress")
+                    raise self._closed_error()
                 batches = queue.batches
                 if batches and not batches[-1].is_full:
                     batches[-1].close_for_appends()
@@ -731,7 +732,21 @@ class RecordAccumulator:
             batch.fail(exception)
             self.deallocate(batch)
 
-    def close(self) -> None:
-        """Accept no more records; every partition becomes sendable; blocked senders fail."""
+    def close(self, reason: BaseException | None = None) -> None:
+        """Accept no more records; every partition becomes sendable; blocked senders fail.
+        ``reason``: why (the sender thread died): later appends raise an error naming it. The
+        first reason given stays."""
+        if reason is not None and self._closed_reason is None:
+            self._closed_reason = reason
         self._closed = True
         self._pool.close()
+
+    def _closed_error(self) -> ProducerClosedError:
+        """What an append after ``close()`` raises (a fresh error each time: it may be raised on
+        several threads)."""
+        reason = self._closed_reason
+        if reason is None:
+            return ProducerClosedError("Producer closed while send in progress")
+        error = ProducerClosedError(str(reason))
+        error.__cause__ = reason
+        return error

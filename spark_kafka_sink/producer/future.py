@@ -22,7 +22,7 @@ Order of completion, once per batch (``BatchCompletion.finish``):
    sent with learns the batch's outcome once, with its record count;
 2. per record, in append order: the send callback ``callback(metadata, exception)`` (exactly one
    of them is ``None``), then the record's ``add_done_callback`` functions. A callback that raises
-   is logged and the others still run;
+   (``BaseException`` included) is logged and the others still run;
 3. the batch is *settled*: ``wait_settled`` (flush) returns only now, so a flush returns after
    every callback of the flushed records has run.
 
@@ -152,7 +152,7 @@ class BatchCompletion:
         for tally, count in self.tally_counts().items():
             try:
                 tally.batch_completed(self.topic_partition, count, error, base_offset)
-            except Exception:  # like a callback: must not stop the others, nor the sender
+            except BaseException:  # noqa: B036 - like a callback: must not stop the sender
                 log.exception("Error counting a batch of %s in a delivery tally", self.topic_partition)
         for future in self._watchers:  # frozen now: nothing is added after _final
             future._run_callbacks()
@@ -375,21 +375,25 @@ class RecordFuture:
             completion = self._resolved()[0]
 
     def _run_callbacks(self) -> None:
-        """Run the send callback, then the done callbacks; each failure is logged only."""
+        """Run the send callback, then the done callbacks (on the thread that completes the batch:
+        the sender's). Whatever one raises, ``BaseException`` included (a ``sys.exit()`` meant to
+        stop on the first failure), is logged and contained: the others still run and the
+        sender thread goes on."""
         callback = self._callback
         if callback is not None:
             error = self._resolved()[0].error
             if error is None:
-                self._call(callback, self.metadata(), None)
+                self._call(callback, self.metadata(), None, contain=BaseException)
             else:
-                self._call(callback, None, error)
+                self._call(callback, None, error, contain=BaseException)
         for fn in self._done_callbacks or ():
-            self._call(fn, self)
+            self._call(fn, self, contain=BaseException)
 
-    def _call(self, fn: Callable, *args) -> None:
+    def _call(self, fn: Callable, *args, contain: type[BaseException] = Exception) -> None:
+        """Call a user function, logging what it raises (``contain`` and below) instead."""
         try:
             fn(*args)
-        except Exception:  # a user callback must not stop the others, nor the sender
+        except contain:
             log.exception("Error executing user-provided callback on message for topic-partition %s",
                           self._completion.topic_partition)
 

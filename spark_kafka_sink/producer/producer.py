@@ -32,7 +32,9 @@ from ..client.network_client import NetworkClient, NetworkSettings
 from ..client.selector import Selectable, Selector, transport_factory_for
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import ProducerConfig
-from ..errors import KafkaError, KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
+from ..errors import (
+    IllegalStateError, KafkaError, KafkaTimeoutError, ProducerClosedError, RecordTooLargeError,
+)
 from ..record import CompressionType, RecordBatchBuilder
 from ..record.builder import NO_HEADERS_SIZE_BOUND
 from ..structs import TopicPartition
@@ -57,6 +59,10 @@ _ARROW_CHUNK_ROWS = 1 << 17
 """Rows ``send_arrow`` prepares in one pass, whatever their size: tiny rows cost more in per-row
 work arrays than in bytes (2,000,000 rows of 3 B: peak RSS +300 MB in 8 MB passes, +116 MB in
 passes of 131,072 rows, and twice as fast)."""
+
+_FORCED_CLOSE_GRACE_S = 5.0
+"""How long ``close()`` waits for the I/O thread after a forced close: it only has to fail what
+is left and close its sockets, unless a send callback keeps it busy."""
 
 _LEVEL_ATTRIBUTE = {
     CompressionType.GZIP: "compression_gzip_level",
@@ -193,6 +199,7 @@ class KafkaProducer:
             remaining_ms = max_block_ms
         else:  # a new topic, or the first send in this millisecond: the locked, waiting path
             check_topic(topic)  # a bad name never reaches the metadata (a known topic is valid)
+            self._raise_if_sender_died()
             start_ms = now_ms
             snapshot = self._metadata.await_topic(topic, max_block_ms, clock)
             now_ms = clock.monotonic_ms()
@@ -246,6 +253,7 @@ class KafkaProducer:
         if self._closed:
             raise ProducerClosedError("cannot send after the producer is closed")
         check_topic(topic)
+        self._raise_if_sender_died()
         columns = resolve_columns(data, value=value, key=key, headers=headers, timestamp=timestamp,
                                   partition=partition)
         result = ArrowSendResult(columns.rows)
@@ -296,6 +304,14 @@ class KafkaProducer:
             self._sender.wakeup()
         return None
 
+    def _raise_if_sender_died(self) -> None:
+        """After the I/O thread died (``Sender.death``), fail at once with an error naming why,
+        instead of waiting for metadata no thread will fetch. Off the per-record path: the
+        accumulator refuses appends with the same error."""
+        death = self._sender.death
+        if death is not None:
+            raise ProducerClosedError(str(death)) from death.__cause__
+
     def _wake_for_new_batch(self, now_ms: int) -> None:
         """A new batch is sendable ``linger.ms`` from now: wake the sender only if it would sleep
         past that. At once when a flush is in progress or senders wait for memory (every batch
@@ -338,7 +354,15 @@ class KafkaProducer:
 
     def flush(self, timeout: float | None = None) -> None:
         """Make every queued record sendable now and wait until all have completed (callbacks
-        included). ``timeout`` in seconds; ``KafkaTimeoutError`` if it runs out."""
+        included). ``timeout`` in seconds; ``KafkaTimeoutError`` if it runs out.
+
+        Not from a send callback: callbacks run on the producer's I/O thread, which would wait
+        for itself, so there ``IllegalStateError`` is raised at once (as Kafka 4.1's Java
+        producer does) and the producer goes on working."""
+        if threading.current_thread() is self._thread:
+            raise IllegalStateError(
+                "flush() was called from a producer callback: callbacks run on the producer's I/O "
+                "thread, which would wait for itself forever. Flush from another thread")
         self._accumulator.begin_flush()
         self._sender.wakeup()
         timeout_ms = None if timeout is None else int(timeout * 1000)
@@ -349,25 +373,48 @@ class KafkaProducer:
         """Deliver what is pending, then stop the sender thread and close every connection.
 
         ``timeout`` (seconds) bounds the graceful part; records still pending then fail with
-        ``ProducerClosedError``. ``close(0)`` fails them at once. Safe to call twice.
+        ``ProducerClosedError``. ``close(0)`` fails them at once. ``None`` waits until every
+        pending record has completed, which ``delivery.timeout.ms`` bounds. Safe to call twice.
+
+        From a send callback (the I/O thread) it acts as ``close(0)``, as Java's does: the thread
+        cannot wait for itself; it fails what is pending and closes every connection once the
+        callback returns. Every wait here is bounded: a thread that does not stop after a forced
+        close (a callback that never returns) is logged and left behind as a daemon thread.
         """
         with self._close_lock:
             if self._closed and not self._thread.is_alive():
                 return
             self._closed = True
         if self._thread is threading.current_thread():
-            raise RuntimeError("close() called from a producer callback: it would wait for itself")
+            if timeout != 0:
+                log.warning("producer %s: close(%s) called from a producer callback acts as "
+                            "close(0): the I/O thread cannot wait for itself", self.client_id, timeout)
+            self._sender.force_close()
+            return
         if timeout == 0:
             self._sender.force_close()
         else:
             self._sender.initiate_close()
-        self._thread.join(timeout)
+            self._thread.join(self._graceful_close_s if timeout is None else timeout)
+            if self._thread.is_alive():
+                if self._accumulator.has_incomplete():
+                    log.warning("producer %s: pending records not delivered within %s s; aborting "
+                                "them", self.client_id, timeout)
+                self._sender.force_close()
+        self._thread.join(_FORCED_CLOSE_GRACE_S)
         if self._thread.is_alive():
-            log.warning("producer %s: pending records not delivered within %s s; aborting them",
-                        self.client_id, timeout)
-            self._sender.force_close()
-            self._thread.join()
+            log.error("producer %s: the I/O thread did not stop within %s s of a forced close (is a "
+                      "send callback blocked?); leaving it behind", self.client_id,
+                      _FORCED_CLOSE_GRACE_S)
         self._metadata.close()
+
+    @property
+    def _graceful_close_s(self) -> float:
+        """How long ``close()`` waits for pending records: every one has completed by
+        ``delivery.timeout.ms`` (plus a request's answer), so this is only reached by a sender
+        that stopped making progress."""
+        cfg = self.config
+        return (cfg.delivery_timeout_ms + cfg.request_timeout_ms) / 1000 + _FORCED_CLOSE_GRACE_S
 
     def partitions_for(self, topic: str) -> tuple[PartitionInfo, ...]:
         """The topic's partitions, waiting up to ``max.block.ms`` for its metadata."""

@@ -6,7 +6,8 @@ One loop step, :meth:`Sender.run_once`, reads as its parts:
    InitProducerId when a producer id is needed (:mod:`.producer_id_init`); after a fatal error,
    fail every pending batch (queued and in flight) with it and only poll;
 2. :meth:`Sender.send_producer_data`: ready → ask metadata for unknown leaders → drop nodes that
-   are not ready → drain → mute (ordering) → expire → one ProduceRequest per node;
+   are not ready → expire → drain → one ProduceRequest per node, muting (ordering) each partition
+   it carries;
 3. ``client.poll(timeout)``: the I/O; responses come back through the request callbacks, which
    decide per partition (:meth:`Sender._complete_batch`): done, retry after a backoff, split
    (MESSAGE_TOO_LARGE for a batch of several records), or fail.
@@ -18,8 +19,21 @@ time to the next batch expiry (queued or in flight). When nodes had data ready b
 drained (the idempotence gate holds it back), the wait is also capped at ``retry.backoff.ms``:
 waiting is right, spinning is not. The client shortens the wait further for its own deadlines.
 
+Expiry comes before drain (Java drains first): a batch past ``delivery.timeout.ms`` is failed
+where it waits and is never drained, so a drained batch always goes out. A partition is muted
+(``max.in.flight.requests.per.connection`` = 1) exactly while a request that carries it is in
+flight: muted once the request is handed to the client, unmuted when its response, disconnect or
+timeout is handled, whatever that handling raises. Expiry never stops later records.
+
 Close: :meth:`initiate_close` lets :meth:`run` finish what is queued and in flight, then close the
 client; :meth:`force_close` fails whatever is left at once with ``ProducerClosedError``.
+
+The thread never dies silently. Callbacks cannot stop it (their errors, ``BaseException``
+included, are contained where they run), an ``Exception`` in a step is logged and the loop goes
+on, and anything else that escapes the loop (a ``BaseException`` from a bug) is the safety net's:
+:meth:`run` fails every pending record with a :class:`~spark_kafka_sink.errors.ProducerClosedError`
+naming the cause, closes the accumulator with it (later sends raise it at once), and still closes
+every socket. :attr:`Sender.death` holds that error.
 
 Threads: everything but ``initiate_close``, ``force_close``, ``wakeup`` and ``running`` runs on the
 sender thread. Time is the injected clock's ``monotonic_ms()``, passed down as ``now_ms``.
@@ -106,20 +120,55 @@ class Sender:
             retry_backoff_ms=settings.retry_backoff_ms)
         self._running = True
         self._forced = False
+        self._death: ProducerClosedError | None = None
 
     # --- the thread -----------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Thread target: loop until closed, finish pending work (unless forced), close."""
+        """Thread target: loop until closed, finish pending work (unless forced), close. Whatever
+        escapes the loop ends in :meth:`_die`; the client is closed in every case."""
         log.debug("starting the producer I/O thread")
-        while self._running:
-            self._step()
-        log.debug("closing: sending the remaining records")
-        while not self._forced and self._has_pending_work():
-            self._step()
-        self._abort_leftovers()
-        self._client.close()
+        try:
+            while self._running:
+                self._step()
+            log.debug("closing: sending the remaining records")
+            while not self._forced and self._has_pending_work():
+                self._step()
+            self._abort_leftovers()
+        except BaseException as exc:  # noqa: B036 - the safety net: see the module docstring
+            self._die(exc)
+        finally:
+            self._close_client()
         log.debug("the producer I/O thread has stopped")
+
+    @property
+    def death(self) -> ProducerClosedError | None:
+        """Why the thread died (see the module docstring); ``None`` while it lives or after a
+        normal close."""
+        return self._death
+
+    def _die(self, cause: BaseException) -> None:
+        """The loop was broken by ``cause``: fail every pending record and refuse later ones with
+        an error naming it. Runs on the dying thread; never raises."""
+        error = ProducerClosedError(
+            f"the producer's I/O thread died ({type(cause).__name__}: {cause}); pending and later "
+            "records fail with this error: close the producer and create a new one")
+        error.__cause__ = cause
+        self._death = error
+        self._running = False
+        log.critical("the producer I/O thread died; failing every pending record", exc_info=cause)
+        try:
+            self._accumulator.close(error)
+            self._accumulator.abort_incomplete_batches(error)
+        except BaseException:  # noqa: B036 - the sweep is best effort; the client still closes
+            log.exception("error while failing the pending records of a dead producer I/O thread")
+        self._in_flight.clear()
+
+    def _close_client(self) -> None:
+        try:
+            self._client.close()
+        except BaseException:  # noqa: B036 - on the way out: log, do not mask the thread's end
+            log.exception("error while closing the producer's connections")
 
     def _has_pending_work(self) -> bool:
         return self._accumulator.has_undrained() or self._client.in_flight_request_count() > 0
@@ -204,10 +253,10 @@ class Sender:
         result = self._accumulator.ready(cluster, now_ms)
         self._request_unknown_leaders(result, now_ms)
         ready = self._ready_nodes(result, now_ms)
+        self._expire_batches(now_ms)
         drained = self._accumulator.drain(cluster, ready.nodes, self._settings.max_request_size,
                                           now_ms)
         self._track_in_flight(drained)
-        self._expire_batches(now_ms)
         sent = self._send_produce_requests(drained, now_ms)
         return self._poll_timeout(result, ready, sent, now_ms)
 
@@ -240,8 +289,6 @@ class Sender:
         for batches in drained.values():
             for batch in batches:
                 self._in_flight.setdefault(batch.topic_partition, []).append(batch)
-                if self._guarantee_order:
-                    self._accumulator.mute(batch.topic_partition)
 
     def _expire_batches(self, now_ms: int) -> None:
         """Fail batches past ``delivery.timeout.ms``, in flight and queued (Java's order)."""
@@ -280,9 +327,8 @@ class Sender:
         """One ProduceRequest per node; whether any was sent."""
         sent = False
         for node_id, batches in drained.items():
-            live = [batch for batch in batches if not batch.is_done]  # expired at this very step
-            if live:
-                self._send_produce_request(node_id, live, now_ms)
+            if batches:
+                self._send_produce_request(node_id, batches, now_ms)
                 sent = True
         if sent:
             self._record_metric("on_drain", now_ms)
@@ -290,20 +336,31 @@ class Sender:
 
     def _send_produce_request(self, node_id: int, batches: list[ProducerBatch], now_ms: int) -> None:
         acks = self._settings.acks
-        body = produce_request_body(batches, acks=acks, timeout_ms=self._settings.request_timeout_ms)
-        by_partition = {batch.topic_partition: batch for batch in batches}
-        request = ClientRequest(node_id, PRODUCE, body, created_ms=now_ms, expect_response=acks != 0,
-                                callback=partial(self._handle_produce_response, by_partition))
-        log.debug("sending %d batch(es) to node %d", len(batches), node_id)
         try:
+            body = produce_request_body(batches, acks=acks,
+                                        timeout_ms=self._settings.request_timeout_ms)
+            by_partition = {batch.topic_partition: batch for batch in batches}
+            request = ClientRequest(node_id, PRODUCE, body, created_ms=now_ms,
+                                    expect_response=acks != 0,
+                                    callback=partial(self._handle_produce_response, by_partition))
+            log.debug("sending %d batch(es) to node %d", len(batches), node_id)
             self._client.send(request, now_ms)
         except UnsupportedVersionError as exc:    # the broker speaks no Produce version of ours
             failed = PartitionResult(UNSUPPORTED_VERSION, error_message=str(exc))
             for batch in batches:
                 self._complete_batch(batch, failed, now_ms)
             return
+        except Exception as exc:                  # a bug: the batches never went out
+            log.exception("could not send a produce request to node %d", node_id)
+            for batch in batches:
+                self._fail_batch(batch, ProducerClosedError(
+                    f"the produce request for {batch.topic_partition} could not be sent: {exc!r}"),
+                    adjust_sequence_numbers=True)
+            return
         for batch in batches:
             batch.in_flight = True
+            if self._guarantee_order:
+                self._accumulator.mute(batch.topic_partition)
         self._record_metric("on_produce_request", node_id, batches, now_ms)
 
     def _poll_timeout(self, result: ReadyCheckResult, ready: ReadyNodes, sent: bool,
@@ -336,6 +393,9 @@ class Sender:
                     self._idempotence.remove_in_flight(batch)   # nor hold its partition back
                 if batch.fail(exc):
                     self._remove_and_deallocate(batch)
+            finally:
+                if self._guarantee_order:        # its request is over, however it ended
+                    self._accumulator.unmute(tp)
 
     def _complete_batch(self, batch: ProducerBatch, result: PartitionResult, now_ms: int) -> None:
         """Java's ``Sender.completeBatch`` for one partition's result."""
@@ -357,8 +417,6 @@ class Sender:
             log.warning("%s for %s: requesting a metadata update", result.error_class.name,
                         batch.topic_partition)
             self._metadata.request_update(now_ms)
-        if self._guarantee_order:
-            self._accumulator.unmute(batch.topic_partition)
 
     def _split_batch(self, batch: ProducerBatch, now_ms: int) -> None:
         """Java's split path of ``completeBatch``: the parts go back at the front of the

@@ -254,6 +254,82 @@ def test_max_in_flight_one_mutes_the_partition_while_its_batch_is_in_flight():
     assert first.result().offset < second.result().offset
 
 
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_a_batch_past_its_delivery_timeout_when_drainable_does_not_stop_later_records(idempotent):
+    # The batch became drainable and expired at the same step: it was drained, failed without a
+    # request, and its partition stayed muted, so every later record of t-0 expired too.
+    h = Harness(max_in_flight=1, delivery_timeout_ms=1000, idempotent=idempotent)
+    h.bootstrap()
+    warm_up = h.append(T0)                        # node 1 connected, producer id known
+    h.run_until(warm_up.done)
+    expired = h.append(T0)
+    h.clock.advance(1000)
+    h.step()
+    assert isinstance(expired.exception(0), KafkaTimeoutError)
+    assert produced(h) == 1                       # it never went out
+    assert not h.accumulator.is_muted(T0)
+    later = h.append(T0)
+    h.run_until(later.done, advance_ms=10)
+    assert later.result().offset == 1
+    assert h.pool.available_memory == MEMORY
+
+
+def test_a_partition_is_muted_exactly_while_its_request_is_in_flight():
+    h = Harness(max_in_flight=1)
+    h.bootstrap()
+    h.hold_produce = True
+    future = h.append(T0)
+    h.run_until(lambda: produced(h) == 1)
+    assert h.accumulator.is_muted(T0) and h.client.in_flight_request_count(1) == 1
+    h.hold_produce = False
+    h.sel.drop(1)                                  # the request ends as a disconnect
+    h.run_until(lambda: h.client.in_flight_request_count(1) == 0)
+    assert not h.accumulator.is_muted(T0)
+    h.run_until(future.done, advance_ms=50, max_steps=100)
+    assert future.result().offset == 0
+
+
+def test_an_error_while_handling_a_response_still_unmutes_the_partition(monkeypatch):
+    h = Harness(max_in_flight=1)
+    h.bootstrap()
+    first = h.append(T0)
+    real_complete = h.sender._complete_batch
+    calls = []
+
+    def complete_that_fails_once(batch, result, now_ms):
+        calls.append(batch)
+        if len(calls) == 1:
+            raise RuntimeError("a bug while completing the batch")
+        return real_complete(batch, result, now_ms)
+
+    monkeypatch.setattr(h.sender, "_complete_batch", complete_that_fails_once)
+    h.run_until(first.done)
+    assert isinstance(first.exception(0), RuntimeError)
+    assert not h.accumulator.is_muted(T0)
+    later = h.append(T0)
+    h.run_until(later.done, advance_ms=10)
+    assert later.exception(0) is None
+
+
+def test_a_produce_request_that_cannot_be_sent_fails_its_batches_at_once(monkeypatch):
+    h = Harness(max_in_flight=1)
+    h.bootstrap()
+    real_send = h.client.send
+
+    def send_that_breaks(request, now_ms):
+        if request.api is PRODUCE:
+            raise RuntimeError("a bug while encoding")
+        return real_send(request, now_ms)
+
+    monkeypatch.setattr(h.client, "send", send_that_breaks)
+    future = h.append(T0)
+    h.run_until(future.done)
+    with pytest.raises(ProducerClosedError, match="could not be sent: RuntimeError"):
+        future.result(0)
+    assert not h.accumulator.is_muted(T0)
+    assert h.pool.available_memory == MEMORY
+
+
 # --- acks=0 -----------------------------------------------------------------------------------------
 
 def test_acks_zero_completes_without_a_response():

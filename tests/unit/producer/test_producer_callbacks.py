@@ -1,0 +1,278 @@
+"""What a send callback may do to its producer, and the I/O thread's safety net.
+
+A real ``KafkaProducer`` with its real sender thread, over in-memory brokers (FakeSelector +
+FakeBroker) and the real clock: callbacks run on that thread, as they do for users.
+
+- ``flush()`` from a callback raises ``IllegalStateError`` at once instead of deadlocking the
+  thread (Kafka 4.1's Java producer), and the producer goes on working;
+- ``close()`` from a callback acts as ``close(0)`` (Java) and the producer ends fully closed;
+- a callback that raises ``BaseException`` (``sys.exit()``) cannot stop the thread;
+- if the thread dies all the same, pending and later records fail at once naming the cause, and
+  the sockets are closed;
+- every wait in ``close()`` is bounded, and ``close(0)`` with nothing pending logs no warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+
+from spark_kafka_sink.errors import IllegalStateError, ProducerClosedError
+from spark_kafka_sink.producer import producer as producer_module
+from spark_kafka_sink.producer.producer import KafkaProducer
+from spark_kafka_sink.protocol import INIT_PRODUCER_ID, PRODUCE
+
+from ..client.fake_selector import FakeBroker, FakeSelector, metadata_body
+
+BROKERS = [(1, "b1", 9092)]
+WAIT_S = 5.0
+
+
+class ThreadedFakeSelector(FakeSelector):
+    """A FakeSelector for a real sender thread: ``poll`` waits (real time) until woken or its
+    timeout, capped at a few ms, so the thread neither spins nor sleeps through the test."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._woken = threading.Event()
+
+    def poll(self, timeout_ms: int):
+        self._woken.wait(min(timeout_ms, 5) / 1000)
+        self._woken.clear()
+        return super().poll(timeout_ms)
+
+    def wakeup(self) -> None:
+        super().wakeup()
+        self._woken.set()
+
+
+class Cluster:
+    """One in-memory broker leading ``t``'s two partitions; Produce is written and acknowledged
+    unless ``hold`` is set (then requests are taken and never answered)."""
+
+    def __init__(self) -> None:
+        self.selector = ThreadedFakeSelector()
+        self.offsets: dict[tuple[str, int], int] = defaultdict(int)
+        self.hold = False
+        self.selector.add_broker("b1", 9092, FakeBroker(
+            1, metadata=lambda request: metadata_body(BROKERS, {"t": 2}),
+            handlers={PRODUCE.api_key: self._produce, INIT_PRODUCER_ID.api_key: self._init}))
+
+    @staticmethod
+    def _init(request):
+        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": 1000, "producer_epoch": 0}
+
+    def _produce(self, request):
+        if self.hold:
+            return None
+        topics = []
+        for topic in request.body.topic_data:
+            parts = []
+            for part in topic.partition_data:
+                key = (topic.name, part.index)
+                parts.append({"index": part.index, "error_code": 0, "base_offset": self.offsets[key]})
+                self.offsets[key] += 1
+            topics.append({"name": topic.name, "partition_responses": parts})
+        return {"responses": topics}
+
+
+@pytest.fixture
+def cluster():
+    return Cluster()
+
+
+@pytest.fixture
+def make_producer(cluster):
+    producers = []
+
+    def make(**config) -> KafkaProducer:
+        producer = KafkaProducer({"bootstrap.servers": "b1:9092", "linger.ms": 0,
+                                  "max.block.ms": 5_000, **config}, selector=cluster.selector)
+        producers.append(producer)
+        return producer
+
+    yield make
+    for producer in producers:
+        producer.close(0)
+
+
+def wait_for(condition, timeout: float = WAIT_S) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.005)
+    return condition()
+
+
+# --- flush from a callback --------------------------------------------------------------------------
+
+def test_flush_inside_a_callback_raises_and_the_producer_keeps_working(make_producer):
+    producer = make_producer()
+    outcome: list[BaseException | None] = []
+    called = threading.Event()
+
+    def flushing_callback(metadata, exception):
+        try:
+            producer.flush()
+            outcome.append(None)
+        except BaseException as exc:  # noqa: B036 - the test records whatever flush raised
+            outcome.append(exc)
+        called.set()
+
+    producer.send("t", b"first", partition=0, callback=flushing_callback)
+    assert called.wait(WAIT_S), "flush() in the callback never returned: the I/O thread is stuck"
+    assert isinstance(outcome[0], IllegalStateError)
+    assert "callback" in str(outcome[0]) and "flush()" in str(outcome[0])
+    later = producer.send("t", b"second", partition=0)
+    producer.flush(timeout=WAIT_S)
+    assert later.result(0).offset == 1
+    started = time.monotonic()
+    producer.close(timeout=WAIT_S)
+    assert time.monotonic() - started < WAIT_S
+    assert cluster_closed(producer)
+
+
+def cluster_closed(producer: KafkaProducer) -> bool:
+    return not producer._thread.is_alive() and producer._client._closed
+
+
+# --- close from a callback --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("timeout", [None, 10, 0])
+def test_close_inside_a_callback_acts_as_close_zero_and_closes_fully(make_producer, cluster, timeout):
+    producer = make_producer()
+    cluster.hold = False
+    closed_in_callback = threading.Event()
+
+    def closing_callback(metadata, exception):
+        producer.close(timeout)
+        closed_in_callback.set()
+
+    producer.send("t", b"first", partition=0, callback=closing_callback).result(WAIT_S)
+    assert closed_in_callback.wait(WAIT_S)
+    cluster.hold = True
+    assert wait_for(lambda: not producer._thread.is_alive()), "the I/O thread did not stop"
+    assert producer._client._closed and cluster.selector.closed   # every socket closed
+    with pytest.raises(ProducerClosedError):
+        producer.send("t", b"after close", partition=0)
+    producer.close()                                                # a second close returns at once
+
+
+def test_close_inside_a_callback_fails_what_is_still_pending(make_producer, cluster):
+    producer = make_producer()
+    first_done = threading.Event()
+    release = threading.Event()
+
+    def closing_callback(metadata, exception):
+        release.wait(WAIT_S)           # the test queues more records while this callback runs
+        producer.close()
+        first_done.set()
+
+    producer.send("t", b"first", partition=0, callback=closing_callback)
+    assert wait_for(lambda: cluster.offsets[("t", 0)] == 1)
+    cluster.hold = True
+    pending = producer.send("t", b"pending", partition=1)
+    release.set()
+    assert first_done.wait(WAIT_S)
+    with pytest.raises(ProducerClosedError, match="closed forcefully"):
+        pending.result(WAIT_S)
+    assert wait_for(lambda: not producer._thread.is_alive())
+
+
+# --- BaseException from a callback, and the safety net --------------------------------------------
+
+@pytest.mark.parametrize("raised", [SystemExit(1), KeyboardInterrupt(), GeneratorExit()])
+def test_a_base_exception_in_a_callback_does_not_stop_the_sender(make_producer, raised, caplog):
+    producer = make_producer()
+
+    def stop_on_first(metadata, exception):
+        raise raised
+
+    with caplog.at_level(logging.ERROR, logger="spark_kafka_sink.producer.future"):
+        producer.send("t", b"first", partition=0, callback=stop_on_first).result(WAIT_S)
+        later = producer.send("t", b"second", partition=0)
+        assert later.result(WAIT_S).offset == 1
+    assert producer._thread.is_alive()
+    assert any("callback" in r.getMessage() and r.exc_info and r.exc_info[0] is type(raised)
+               for r in caplog.records)
+
+
+class _Fatal(BaseException):
+    """Stands for anything that escapes the loop's own ``except Exception``."""
+
+
+def test_a_dead_sender_fails_pending_and_later_records_naming_the_cause(make_producer, cluster):
+    producer = make_producer()
+    producer.send("t", b"warm-up", partition=0).result(WAIT_S)    # metadata known, connected
+    cluster.hold = True
+    pending = producer.send("t", b"pending", partition=0)
+    assert wait_for(lambda: producer._client.in_flight_request_count() == 1)
+    real_ready = producer._accumulator.ready
+
+    def ready_that_dies(cluster_snapshot, now_ms):
+        raise _Fatal("a bug that escapes the loop")
+
+    producer._accumulator.ready = ready_that_dies
+    producer._sender.wakeup()
+    assert wait_for(lambda: not producer._thread.is_alive()), "the thread should have died"
+    producer._accumulator.ready = real_ready
+    with pytest.raises(ProducerClosedError, match="I/O thread died .*_Fatal: a bug that escapes"):
+        pending.result(0)
+    with pytest.raises(ProducerClosedError, match="I/O thread died"):
+        producer.send("t", b"later", partition=0)                 # a known topic: the accumulator
+    with pytest.raises(ProducerClosedError, match="I/O thread died"):
+        producer.send("other-topic", b"later")                     # a new topic: no metadata wait
+    assert cluster.selector.closed and producer._client._closed   # every socket released
+    started = time.monotonic()
+    producer.close()
+    assert time.monotonic() - started < 1
+
+
+# --- close is bounded, and quiet when nothing is pending ------------------------------------------
+
+def test_close_zero_logs_no_warning_when_nothing_is_pending(make_producer, caplog):
+    producer = make_producer()
+    producer.send("t", b"v", partition=0).result(WAIT_S)
+    with caplog.at_level(logging.WARNING, logger="spark_kafka_sink"):
+        producer.close(0)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_close_with_a_timeout_warns_when_records_were_still_pending(make_producer, cluster, caplog):
+    producer = make_producer()
+    producer.send("t", b"v", partition=0).result(WAIT_S)
+    cluster.hold = True
+    pending = producer.send("t", b"stuck", partition=0)
+    with caplog.at_level(logging.WARNING, logger="spark_kafka_sink"):
+        producer.close(0.2)
+    assert any("not delivered within 0.2 s" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ProducerClosedError):
+        pending.result(0)
+
+
+def test_every_wait_in_close_is_bounded_even_when_a_callback_blocks(make_producer, monkeypatch, caplog):
+    monkeypatch.setattr(producer_module, "_FORCED_CLOSE_GRACE_S", 0.2)
+    producer = make_producer()
+    release = threading.Event()
+    entered = threading.Event()
+
+    def blocking_callback(metadata, exception):
+        entered.set()
+        release.wait(30)
+
+    producer.send("t", b"v", partition=0, callback=blocking_callback)
+    assert entered.wait(WAIT_S)
+    try:
+        started = time.monotonic()
+        with caplog.at_level(logging.ERROR, logger="spark_kafka_sink"):
+            producer.close(0.2)
+        assert time.monotonic() - started < 2
+        assert any("did not stop" in r.getMessage() for r in caplog.records)
+    finally:
+        release.set()
+    assert wait_for(lambda: not producer._thread.is_alive())
