@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from ..client.backoff import ExponentialBackoff
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import ProducerClosedError
+from ..errors import BufferExhaustedError, ProducerClosedError
 from ..record import CompressionType, RecordBatchBuilder
 from ..structs import TopicPartition
 from .buffer_pool import BufferPool, MemoryLease
@@ -166,6 +166,7 @@ class RecordAccumulator:
         self._flush_lock = threading.Lock()
         self._closed = False
         self._closed_reason: BaseException | None = None  # see close()
+        self.io_thread_ident: int | None = None  # the sender thread's, set by the producer
         # sender thread only:
         self._muted: set[TopicPartition] = set()
         self._drain_index: dict[int, int] = {}
@@ -326,8 +327,20 @@ class RecordAccumulator:
         the time the pool kept us waiting."""
         size = max(self.batch_size, RecordBatchBuilder.estimate_size_upper_bound(key, value, headers))
         before = self._clock.monotonic_ms()
-        lease = self._pool.allocate(size, max_block_ms)
+        lease = self._lease(size, max_block_ms)
         return lease, now_ms + max(0, self._clock.monotonic_ms() - before)
+
+    def _lease(self, size: int, max_block_ms: int) -> MemoryLease:
+        """``size`` bytes from the pool, waiting up to ``max_block_ms`` for them; not at all on
+        the I/O thread (a send from a callback): it would wait for memory only it can free."""
+        if threading.get_ident() != self.io_thread_ident:
+            return self._pool.allocate(size, max_block_ms)
+        try:
+            return self._pool.allocate(size, 0)
+        except BufferExhaustedError as exc:
+            raise BufferExhaustedError(
+                f"{exc}. A send from a producer callback never waits for memory: the callback "
+                "runs on the producer's I/O thread, the only thread that frees it") from None
 
     def _try_append(self, queue: _PartitionQueue, timestamp_ms: int, key, value, headers,
                     callback: SendCallback | None, now_ms: int) -> RecordAppendResult | None:
@@ -375,7 +388,7 @@ class RecordAccumulator:
         one: drained per leader, stamped with sequences, retried and expired like the others.
         """
         queue = self.partition_queue(tp)
-        lease = self._pool.allocate(builder.estimated_size, max_block_ms)
+        lease = self._lease(builder.estimated_size, max_block_ms)
         try:
             with queue.lock:
                 if self._closed:

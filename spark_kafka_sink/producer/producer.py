@@ -33,7 +33,8 @@ from ..client.selector import Selectable, Selector, transport_factory_for
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import ProducerConfig
 from ..errors import (
-    IllegalStateError, KafkaError, KafkaTimeoutError, ProducerClosedError, RecordTooLargeError,
+    IllegalStateError, KafkaError, KafkaTimeoutError, MetadataTimeoutError, ProducerClosedError,
+    RecordTooLargeError,
 )
 from ..record import CompressionType, RecordBatchBuilder
 from ..record.builder import NO_HEADERS_SIZE_BOUND
@@ -160,6 +161,7 @@ class KafkaProducer:
         self._thread = threading.Thread(target=self._sender.run, daemon=True,
                                         name=f"kafka-producer-network-thread | {self.client_id}")
         self._thread.start()
+        self._accumulator.io_thread_ident = self._thread.ident
 
     # --- sending --------------------------------------------------------------------------------
 
@@ -201,7 +203,7 @@ class KafkaProducer:
             check_topic(topic)  # a bad name never reaches the metadata (a known topic is valid)
             self._raise_if_sender_died()
             start_ms = now_ms
-            snapshot = self._metadata.await_topic(topic, max_block_ms, clock)
+            snapshot = self._await_topic(topic, max_block_ms)
             now_ms = clock.monotonic_ms()
             remaining_ms = max(0, max_block_ms - (now_ms - start_ms))
         if timestamp_ms is None:
@@ -303,6 +305,19 @@ class KafkaProducer:
                 return error
             self._sender.wakeup()
         return None
+
+    def _await_topic(self, topic: str, max_block_ms: int) -> ClusterSnapshot:
+        """The topic's metadata, waiting up to ``max_block_ms``; never waiting on the I/O thread
+        (a send from a callback), which is the thread that would fetch it."""
+        if threading.current_thread() is not self._thread:
+            return self._metadata.await_topic(topic, max_block_ms, self._clock)
+        try:
+            return self._metadata.await_topic(topic, 0, self._clock)
+        except MetadataTimeoutError:
+            raise MetadataTimeoutError(
+                f"Topic {topic} not present in metadata: a send from a producer callback never "
+                "waits for metadata, since the callback runs on the producer's I/O thread, the "
+                "thread that fetches it. Send to this topic from another thread first") from None
 
     def _raise_if_sender_died(self) -> None:
         """After the I/O thread died (``Sender.death``), fail at once with an error naming why,

@@ -276,3 +276,42 @@ def test_every_wait_in_close_is_bounded_even_when_a_callback_blocks(make_produce
     finally:
         release.set()
     assert wait_for(lambda: not producer._thread.is_alive())
+
+
+# --- send from a callback ---------------------------------------------------------------------------
+
+def test_a_callback_may_send_to_a_known_topic(make_producer):
+    producer = make_producer()
+    chained: list = []
+    producer.send("t", b"first", partition=0,
+                  callback=lambda md, exc: chained.append(producer.send("t", b"second", partition=0)))
+    assert wait_for(lambda: chained and chained[0].done())
+    assert chained[0].result(0).offset == 1
+
+
+def test_a_send_from_a_callback_never_waits_for_memory_or_metadata(make_producer, cluster):
+    producer = make_producer(**{"batch.size": 1024, "buffer.memory": 2048, "max.block.ms": 60_000})
+    producer.send("t", b"v", partition=0).result(WAIT_S)
+    cluster.hold = True
+    producer.send("t", b"x" * 900, partition=1)                 # holds its lease: requests hang
+    outcome: list = []
+    started = []
+
+    def sending_callback(metadata, exception):
+        started.append(time.monotonic())
+        for topic, value in (("t", b"y" * 1500), ("new-topic", b"z")):
+            try:
+                producer.send(topic, value, partition=0)
+                outcome.append(None)
+            except Exception as exc:
+                outcome.append(exc)
+        started.append(time.monotonic())
+
+    cluster.hold = False
+    producer.send("t", b"x" * 900, partition=0, callback=sending_callback)  # pool now exhausted
+    assert wait_for(lambda: len(started) == 2)
+    assert started[1] - started[0] < 1                            # not max.block.ms (60 s)
+    memory, metadata = outcome
+    assert type(memory).__name__ == "BufferExhaustedError" and "callback" in str(memory)
+    assert type(metadata).__name__ == "MetadataTimeoutError" and "callback" in str(metadata)
+    assert producer._thread.is_alive()
