@@ -23,9 +23,13 @@ Then the Java producer's cross-property rules, in its order:
 3. Idempotence on (``ProducerConfig.postProcessAndValidateIdempotenceConfigs``): ``retries`` = 0 or
    ``acks`` other than all raise if ``enable.idempotence`` was set, else turn idempotence off
    quietly; ``max.in.flight.requests.per.connection`` > 5 raises even when it was not set (Kafka 4).
-4. ``transactional.id`` needs idempotence, as step 3 left it.
+4. ``transactional.id`` is refused: this producer has no transactions yet, and ignoring the key
+   would write records outside the transaction the user asked for. (Java: it needs idempotence,
+   as step 3 left it.)
 5. ``delivery.timeout.ms`` < ``linger.ms`` + ``request.timeout.ms`` raises if it was set, else is
    raised to that sum (``KafkaProducer.configureDeliveryTimeout``).
+6. ``batch.size`` > ``buffer.memory`` raises, naming both: no batch could ever be allocated, so
+   every send would fail. (Java accepts it.) ``batch.size=0`` is valid: no batching, as Java.
 
 Errors are :class:`ConfigError` naming the property and what it takes. Secret values (marked, or
 named "password"/"secret") never appear in reprs or errors; :meth:`ProducerConfig.redacted` is the
@@ -242,7 +246,7 @@ class ProducerConfig:
         "socket.connection.setup.timeout.max.ms", 30000, _LONG, "Cap of the connect timeout.")
     send_buffer_bytes: int = _key("send.buffer.bytes", 131072, _int(-1, INT_MAX), "-1: OS default.")
     receive_buffer_bytes: int = _key("receive.buffer.bytes", 32768, _int(-1, INT_MAX), "-1: OS default.")
-    transactional_id: str | None = _key("transactional.id", None, _text(nonempty=True), "Needs idempotence.")
+    transactional_id: str | None = _key("transactional.id", None, _text(nonempty=True), "Not supported yet: refused.")
     transaction_timeout_ms: int = _key("transaction.timeout.ms", 60000, _int(1, INT_MAX), "Then aborted.")
     security_protocol: str = _key("security.protocol", "PLAINTEXT", _PROTOCOLS, "TLS and/or SASL.")
     sasl_mechanism: str = _key("sasl.mechanism", "GSSAPI", _MECHANISMS, "Java's default.")
@@ -389,15 +393,20 @@ def _apply_java_rules(values: dict[str, Any], explicit: frozenset[str]) -> None:
                 f"max.in.flight.requests.per.connection must be at most {MAX_IN_FLIGHT_FOR_IDEMPOTENCE}, "
                 f"got {in_flight}; set enable.idempotence=false to allow more")
         values["enable_idempotence"] = not conflicts
-    if values["transactional_id"] is not None and not values["enable_idempotence"]:
-        raise ConfigError("transactional.id requires idempotence, which is off (enable.idempotence=false, "
-                          "or turned off by acks other than all or by retries=0)")
+    if values["transactional_id"] is not None:
+        raise ConfigError(
+            f"transactional.id={values['transactional_id']!r} is set, but this producer does not "
+            "support transactions yet: the records would be written outside any transaction. Remove "
+            "it; enable.idempotence (on by default) already writes each record once per partition")
     floor = min(min(values["linger_ms"], INT_MAX) + values["request_timeout_ms"], INT_MAX)
     if values["delivery_timeout_ms"] < floor:
         if "delivery.timeout.ms" in explicit:
             raise ConfigError(f"delivery.timeout.ms must be at least linger.ms + request.timeout.ms = "
                               f"{floor}, got {values['delivery_timeout_ms']}")
         values["delivery_timeout_ms"] = floor
+    if values["batch_size"] > values["buffer_memory"]:
+        raise ConfigError(f"batch.size ({values['batch_size']}) must not be larger than buffer.memory "
+                          f"({values['buffer_memory']}): no batch could be allocated")
 
 
 def _check_security(values: dict[str, Any]) -> None:

@@ -144,7 +144,10 @@ class RecordAccumulator:
                  partitioner: Optional[StickyPartitioner] = None, rng: random.Random | None = None):
         """``partitioner``: the sticky partitioner for records without a partition
         (:meth:`append_sticky`); ``ready`` then feeds it queue sizes. ``rng``: retry jitter."""
-        self.batch_size = batch_size
+        # batch.size=0 disables batching (Java): leases sized for the first record, and a batch
+        # takes no second one
+        self.batch_size = max(1, batch_size)
+        self._one_record_per_batch = batch_size == 0
         self.linger_ms = linger_ms
         self.delivery_timeout_ms = delivery_timeout_ms
         # retry.backoff.ms doubling up to retry.backoff.max.ms, +-20 % jitter (KIP-580)
@@ -153,7 +156,7 @@ class RecordAccumulator:
         self.compression_type = self._compression_type = compression_type
         self.compression_level = self._compression_level = compression_level
         RecordBatchBuilder(compression_type=compression_type, compression_level=compression_level,
-                           batch_size=batch_size)  # validate the codec and level now, not at append
+                           batch_size=self.batch_size)  # validate the codec and level now, not at append
         self._pool = buffer_pool
         self._clock = clock
         self._idempotence = idempotence
@@ -370,6 +373,8 @@ class RecordAccumulator:
                                      batch_size=lease.size)
         batch = ProducerBatch(queue.tp, builder, now_ms, buffer=lease)
         future = batch.try_append(timestamp_ms, key, value, headers, callback, now_ms)
+        if self._one_record_per_batch:
+            batch.close_for_appends()
         queue.batches.append(batch)
         with self._incomplete_lock:
             self._incomplete.add(batch)

@@ -136,10 +136,14 @@ class KafkaProducer:
             [(hp.host, hp.port) for hp in cfg.bootstrap_servers],
             metadata_max_age_ms=cfg.metadata_max_age_ms, metadata_max_idle_ms=cfg.metadata_max_idle_ms,
             retry_backoff_ms=cfg.retry_backoff_ms, retry_backoff_max_ms=cfg.retry_backoff_max_ms)
-        self._pool = BufferPool(cfg.buffer_memory, cfg.batch_size, clock=clock)
+        # batch.size=0 means no batching (Java): the pool, the partitioner and the Arrow encoder
+        # work with max(1, batch.size), as Java's KafkaProducer; the accumulator closes every batch
+        # after its first record
+        self._batch_size = batch_size = max(1, cfg.batch_size)
+        self._pool = BufferPool(cfg.buffer_memory, batch_size, clock=clock)
         idempotence = IdempotenceState() if cfg.enable_idempotence else None
         self._partitioner = StickyPartitioner(
-            cfg.batch_size, adaptive=cfg.partitioner_adaptive_partitioning_enable,
+            batch_size, adaptive=cfg.partitioner_adaptive_partitioning_enable,
             availability_timeout_ms=cfg.partitioner_availability_timeout_ms)
         level_attribute = _LEVEL_ATTRIBUTE.get(cfg.compression_type)
         self._accumulator = RecordAccumulator(
@@ -275,13 +279,13 @@ class KafkaProducer:
             return prepare_rows(topic, columns.slice(start, stop), timestamps[start:stop],
                                 plan.slice(start, stop), self._max_record_size, limit, row_offset=start)
 
-        chunks = row_chunks(sizes, max(_ARROW_CHUNK_BYTES, 4 * cfg.batch_size), _ARROW_CHUNK_ROWS)
+        chunks = row_chunks(sizes, max(_ARROW_CHUNK_BYTES, 4 * self._batch_size), _ARROW_CHUNK_ROWS)
         first = prepare(*chunks[0])
         for start, stop in chunks[1:]:  # every record is checked before anything is queued
             prepare(start, stop)
         for index, (start, stop) in enumerate(chunks):
             prepared = first if index == 0 else prepare(start, stop)
-            encoded = encode_rows(prepared, batch_size=cfg.batch_size,
+            encoded = encode_rows(prepared, batch_size=self._batch_size,
                                   compression_type=self._accumulator.compression_type,
                                   compression_level=self._accumulator.compression_level)
             error = self._queue_batches(turns(encoded), result)

@@ -138,8 +138,29 @@ def test_ranged_keys_cover_every_integer_property():
 
 @pytest.mark.parametrize("key", RANGED, ids=lambda key: key.name)
 def test_range_boundaries_are_accepted(key: ConfigKey):
+    # batch.size must fit buffer.memory: each boundary is tried with the other key out of the way
+    partner = {"batch.size": {"buffer.memory": PROPERTIES["buffer.memory"].maximum},
+               "buffer.memory": {"batch.size": 0}}.get(key.name, {})
     for value in (key.minimum, key.maximum, str(key.minimum), str(key.maximum)):
-        assert getattr(ProducerConfig(_with(key, value)), key.attr) == int(value)
+        assert getattr(ProducerConfig({**_with(key, value), **partner}), key.attr) == int(value)
+
+
+def test_batch_size_above_buffer_memory_is_refused_naming_both():
+    with pytest.raises(ConfigError, match=r"batch\.size \(65536\) must not be larger than "
+                                          r"buffer\.memory \(65535\)"):
+        ProducerConfig({**BOOT, "batch.size": 65536, "buffer.memory": 65535})
+    assert ProducerConfig({**BOOT, "batch.size": 65536, "buffer.memory": 65536}).batch_size == 65536
+
+
+def test_batch_size_zero_is_valid_as_in_java():
+    assert ProducerConfig({**BOOT, "batch.size": 0}).batch_size == 0
+
+
+@pytest.mark.parametrize("extra", [{}, {"enable.idempotence": "false"}])
+def test_transactional_id_is_refused_until_transactions_exist(extra):
+    with pytest.raises(ConfigError, match="transactional.id='etl-1' is set, but this producer does "
+                                          "not support transactions yet"):
+        ProducerConfig({**BOOT, "transactional.id": "etl-1", **extra})
 
 
 @pytest.mark.parametrize("key", RANGED, ids=lambda key: key.name)
@@ -221,12 +242,6 @@ def test_more_than_five_in_flight_with_idempotence_raises_even_by_default(props)
     assert "max.in.flight.requests.per.connection must be at most 5, got 6" in message
     assert "enable.idempotence=false" in message
     assert make(**{**props, "max.in.flight.requests.per.connection": 5}).max_in_flight_requests_per_connection == 5
-
-
-def test_transactional_id_needs_idempotence():
-    assert make(**{"transactional.id": "tx-1"}).transactional_id == "tx-1"
-    for off in ({"enable.idempotence": "false"}, {"acks": "1"}, {"retries": 0}):
-        assert "transactional.id requires idempotence" in error_of({"transactional.id": "tx-1", **off})
 
 
 def test_delivery_timeout_is_raised_to_linger_plus_request_timeout_when_not_set():

@@ -17,67 +17,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import defaultdict
 
 import pytest
 
 from spark_kafka_sink.errors import IllegalStateError, ProducerClosedError
 from spark_kafka_sink.producer import producer as producer_module
 from spark_kafka_sink.producer.producer import KafkaProducer
-from spark_kafka_sink.protocol import INIT_PRODUCER_ID, PRODUCE
 
-from ..client.fake_selector import FakeBroker, FakeSelector, metadata_body
+from .threaded_cluster import Cluster
 
-BROKERS = [(1, "b1", 9092)]
 WAIT_S = 5.0
-
-
-class ThreadedFakeSelector(FakeSelector):
-    """A FakeSelector for a real sender thread: ``poll`` waits (real time) until woken or its
-    timeout, capped at a few ms, so the thread neither spins nor sleeps through the test."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._woken = threading.Event()
-
-    def poll(self, timeout_ms: int):
-        self._woken.wait(min(timeout_ms, 5) / 1000)
-        self._woken.clear()
-        return super().poll(timeout_ms)
-
-    def wakeup(self) -> None:
-        super().wakeup()
-        self._woken.set()
-
-
-class Cluster:
-    """One in-memory broker leading ``t``'s two partitions; Produce is written and acknowledged
-    unless ``hold`` is set (then requests are taken and never answered)."""
-
-    def __init__(self) -> None:
-        self.selector = ThreadedFakeSelector()
-        self.offsets: dict[tuple[str, int], int] = defaultdict(int)
-        self.hold = False
-        self.selector.add_broker("b1", 9092, FakeBroker(
-            1, metadata=lambda request: metadata_body(BROKERS, {"t": 2}),
-            handlers={PRODUCE.api_key: self._produce, INIT_PRODUCER_ID.api_key: self._init}))
-
-    @staticmethod
-    def _init(request):
-        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": 1000, "producer_epoch": 0}
-
-    def _produce(self, request):
-        if self.hold:
-            return None
-        topics = []
-        for topic in request.body.topic_data:
-            parts = []
-            for part in topic.partition_data:
-                key = (topic.name, part.index)
-                parts.append({"index": part.index, "error_code": 0, "base_offset": self.offsets[key]})
-                self.offsets[key] += 1
-            topics.append({"name": topic.name, "partition_responses": parts})
-        return {"responses": topics}
 
 
 @pytest.fixture

@@ -53,6 +53,17 @@ def test_bad_producer_value_names_the_property():
     assert "kafka.*" in message and "linger.ms" in message and "'soon'" in message
 
 
+def test_transactional_id_is_refused_on_the_driver_until_transactions_exist():
+    message = error_of({**BOOT, "kafka.transactional.id": "etl"})
+    assert "transactional.id='etl'" in message and "not support transactions yet" in message
+
+
+def test_batch_size_above_buffer_memory_is_refused_on_the_driver_and_zero_is_valid():
+    message = error_of({**BOOT, "kafka.batch.size": 2048, "kafka.buffer.memory": 1024})
+    assert "batch.size (2048)" in message and "buffer.memory (1024)" in message
+    assert make(**{"kafka.batch.size": "0"}).producer_config.batch_size == 0
+
+
 @pytest.mark.parametrize("option, what", [("kafka.key.serializer", "key"), ("kafka.value.serializer", "value")])
 def test_serializers_are_refused_with_the_reason(option, what):
     message = error_of({**BOOT, option: "org.apache.kafka.common.serialization.StringSerializer"})

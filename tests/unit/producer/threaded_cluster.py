@@ -1,0 +1,70 @@
+"""An in-memory cluster for tests that run a real ``KafkaProducer`` with its sender thread.
+
+``ThreadedFakeSelector`` is a FakeSelector whose ``poll`` waits in real time (until woken, at most
+a few ms), so a real sender thread neither spins nor oversleeps; ``Cluster`` is one FakeBroker
+leading topic ``t``'s two partitions that writes and acknowledges Produce requests (keeping every
+batch it was sent, decoded) unless ``hold`` is set, and answers InitProducerId.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+from spark_kafka_sink.protocol import INIT_PRODUCER_ID, PRODUCE
+from spark_kafka_sink.record import read_batches
+
+from ..client.fake_selector import FakeBroker, FakeSelector, metadata_body
+
+BROKERS = [(1, "b1", 9092)]
+
+
+class ThreadedFakeSelector(FakeSelector):
+    """A FakeSelector for a real sender thread: ``poll`` waits (real time) until woken or its
+    timeout, capped at a few ms, so the thread neither spins nor sleeps through the test."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._woken = threading.Event()
+
+    def poll(self, timeout_ms: int):
+        self._woken.wait(min(timeout_ms, 5) / 1000)
+        self._woken.clear()
+        return super().poll(timeout_ms)
+
+    def wakeup(self) -> None:
+        super().wakeup()
+        self._woken.set()
+
+
+class Cluster:
+    """One in-memory broker leading ``t``'s two partitions; Produce is written and acknowledged
+    unless ``hold`` is set (then requests are taken and never answered)."""
+
+    def __init__(self) -> None:
+        self.selector = ThreadedFakeSelector()
+        self.offsets: dict[tuple[str, int], int] = defaultdict(int)
+        self.batches: dict[tuple[str, int], list] = defaultdict(list)   # decoded, as written
+        self.hold = False
+        self.selector.add_broker("b1", 9092, FakeBroker(
+            1, metadata=lambda request: metadata_body(BROKERS, {"t": 2}),
+            handlers={PRODUCE.api_key: self._produce, INIT_PRODUCER_ID.api_key: self._init}))
+
+    @staticmethod
+    def _init(request):
+        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": 1000, "producer_epoch": 0}
+
+    def _produce(self, request):
+        if self.hold:
+            return None
+        topics = []
+        for topic in request.body.topic_data:
+            parts = []
+            for part in topic.partition_data:
+                key = (topic.name, part.index)
+                batch = next(read_batches(part.records))
+                parts.append({"index": part.index, "error_code": 0, "base_offset": self.offsets[key]})
+                self.offsets[key] += len(batch.records)
+                self.batches[key].append(batch)
+            topics.append({"name": topic.name, "partition_responses": parts})
+        return {"responses": topics}
