@@ -20,6 +20,17 @@ for ``metadata.max.idle.ms`` is dropped at the next update (and is fetched again
 A response that reports a retriable error for a topic or a partition (no leader yet, unknown
 topic) asks for another update, subject to the backoff.
 
+Partitions (:meth:`Metadata.await_partition`): a partition above the cached count may have just
+been added, so the wait asks for a fresh answer, one fetched after the wait began (a request sent
+later than that; one request is in flight at a time). If that answer still lacks the partition it
+does not exist: ``InvalidPartitionError`` at once, naming the count, rather than waiting
+``max.block.ms`` as Java does; and later waits for it fail at once too, until an answer shows the
+topic with a different partition count.
+
+Timeouts say why: which bootstrap addresses were tried and the last connection error while no
+broker has answered yet; that the cluster answered and the topic does not exist (auto-creation is
+off); or that it exists with fewer partitions.
+
 Errors for a topic that waiting cannot fix (TOPIC_AUTHORIZATION_FAILED, INVALID_TOPIC_EXCEPTION)
 and fatal errors (:meth:`fatal_error`, e.g. the broker supports no Metadata version we speak, or
 a failed authentication) are raised to the threads waiting in :meth:`await_topic`; a successful
@@ -35,7 +46,8 @@ from typing import Any, Callable, Iterable
 
 from ..clock import Clock
 from ..errors import (
-    BrokerResponseError, KafkaError, MetadataTimeoutError, UnknownBrokerError, for_code,
+    BrokerResponseError, InvalidPartitionError, KafkaError, MetadataTimeoutError, UnknownBrokerError,
+    for_code,
 )
 from .backoff import ExponentialBackoff, UniformSource
 from .cluster import ClusterSnapshot
@@ -44,6 +56,7 @@ log = logging.getLogger(__name__)
 
 TOPIC_AUTHORIZATION_FAILED = 29
 INVALID_TOPIC_EXCEPTION = 17
+UNKNOWN_TOPIC_OR_PARTITION = 3
 FATAL_TOPIC_ERRORS = frozenset({TOPIC_AUTHORIZATION_FAILED, INVALID_TOPIC_EXCEPTION})
 
 
@@ -71,6 +84,11 @@ class Metadata:
         self._fatal: KafkaError | None = None
         self._closed = False
         self._waker: Callable[[], None] | None = None
+        self._bootstrap = tuple(f"{n.host}:{n.port}" for n in self._snapshot.nodes.values())
+        self._connection_errors: dict[str, str] = {}  # address -> its last connection error
+        self._requests_sent = 0                    # Metadata requests sent so far
+        self._answered = 0                         # _requests_sent when the last update was applied
+        self._missing: dict[str, int] = {}         # topic -> partition count an answer confirmed
 
     # --- reads ----------------------------------------------------------------------------------
 
@@ -169,7 +187,45 @@ class Metadata:
                 if clock.monotonic_ms() - start_ms >= max_wait_ms:
                     raise self._timeout(topic, partition, max_wait_ms)
 
+    def await_partition(self, topic: str, partition: int, max_wait_ms: int,
+                        clock: Clock) -> ClusterSnapshot:
+        """Block until ``topic`` has ``partition``, checked against an answer fetched after this
+        call began (see the module doc); returns that snapshot. Raises
+        :class:`InvalidPartitionError` when such an answer (or an earlier one, for a partition
+        already confirmed missing) lacks it, MetadataTimeoutError after ``max_wait_ms``."""
+        start_ms = clock.monotonic_ms()
+        with self._cond:
+            self._touch(topic, start_ms)
+            count = self._snapshot.partition_count(topic) or 0
+            if partition < count:
+                return self._snapshot
+            if count and self._missing.get(topic) == count:
+                raise InvalidPartitionError(topic, partition, count)
+            sent_before = self._requests_sent
+            while self._answered <= sent_before:   # an answer to a request sent before us: again
+                self._need_update = True
+                self._wake()
+                self._wait_for_version(self._version, topic, partition, max_wait_ms, start_ms, clock)
+            self._raise_for_topic(topic)
+            count = self._snapshot.partition_count(topic) or 0
+            if partition < count:
+                return self._snapshot
+            if not count:
+                raise self._timeout(topic, partition, max_wait_ms)
+            self._missing[topic] = count
+            raise InvalidPartitionError(topic, partition, count)
+
     # --- updates from the network thread --------------------------------------------------------
+
+    def request_sent(self) -> None:
+        """A Metadata request went out (the network client sends one at a time)."""
+        with self._cond:
+            self._requests_sent += 1
+
+    def connection_failed(self, address: str, reason: str) -> None:
+        """A connection to ``address`` failed or dropped: kept for the timeout errors."""
+        with self._cond:
+            self._connection_errors[address] = reason
 
     def update(self, response: Any, now_ms: int) -> ClusterSnapshot:
         """Apply a decoded Metadata response: a new snapshot, topic expiry, wake the waiters."""
@@ -178,6 +234,11 @@ class Metadata:
             if self._closed:
                 return self._snapshot
             self._version += 1
+            self._answered = self._requests_sent
+            self._connection_errors.clear()
+            for topic, count in list(self._missing.items()):
+                if snapshot.partition_count(topic) != count:
+                    del self._missing[topic]   # the topic changed: look again on the next send
             self._attempts = 0
             self._fatal = None                     # a later success ends an earlier fatal error
             self._last_success_ms = now_ms
@@ -264,13 +325,31 @@ class Metadata:
             log.debug("stopped tracking metadata for topics unused for %d ms: %s",
                       self._max_idle_ms, expired)
 
-    @staticmethod
-    def _timeout(topic: str, partition: int | None, max_wait_ms: int) -> MetadataTimeoutError:
+    def _timeout(self, topic: str, partition: int | None, max_wait_ms: int) -> MetadataTimeoutError:
+        """Java's message, then why (lock held): see the module doc."""
         if partition is None:
-            return MetadataTimeoutError(
-                f"Topic {topic} not present in metadata after {max_wait_ms} ms.")
-        return MetadataTimeoutError(f"Partition {partition} of topic {topic} is not present in "
-                                    f"metadata after {max_wait_ms} ms.")
+            what = f"Topic {topic} not present in metadata after {max_wait_ms} ms"
+        else:
+            what = f"Partition {partition} of topic {topic} is not present in metadata after {max_wait_ms} ms"
+        return MetadataTimeoutError(f"{what}: {self._why_missing(topic)}")
+
+    def _why_missing(self, topic: str) -> str:
+        if self._last_success_ms is None:
+            tried = ", ".join(self._bootstrap) or "none"
+            errors = "; ".join(f"{address}: {reason}" for address, reason in
+                               self._connection_errors.items())
+            last = f"connection errors: {errors}" if errors else "no connection error seen yet"
+            return f"no broker has answered yet (bootstrap.servers tried: {tried}; {last})"
+        code = self._snapshot.topic_error(topic)
+        if code == UNKNOWN_TOPIC_OR_PARTITION:
+            return (f"the cluster answered, and topic {topic} does not exist "
+                    "(UNKNOWN_TOPIC_OR_PARTITION); this producer never creates topics: create it first")
+        count = self._snapshot.partition_count(topic)
+        if count:
+            return f"the cluster answered, and topic {topic} has {count} partition(s)"
+        cls = for_code(code) if code else None
+        detail = f" (error {cls.name if cls is not None else code})" if code else ""
+        return f"the cluster answered, but not with topic {topic}'s partitions yet{detail}"
 
     def _wake(self) -> None:
         waker = self._waker

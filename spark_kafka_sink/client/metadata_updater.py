@@ -53,6 +53,7 @@ class MetadataUpdater:
 
     def sent(self) -> None:
         self._in_progress = True
+        self.metadata.request_sent()
 
     def handle_response(self, response: Any, now_ms: int) -> None:
         self._in_progress = False

@@ -314,6 +314,7 @@ class NetworkClient:
                     f"node {node_id} ({self._address(node_id)}): {failure}"), responses, now_ms)
                 continue
             log.info("node %d disconnected: %s", node_id, reason)
+            self._metadata.connection_failed(self._address(node_id), str(reason))
             self._process_disconnection(node_id, responses, now_ms)
 
     def _handle_connections(self, result: PollResult) -> None:
@@ -339,6 +340,9 @@ class NetworkClient:
         for node_id in self._states.nodes_with_setup_timeout(now_ms):
             log.info("disconnecting from node %d: connection setup took more than %d ms",
                      node_id, self._states.setup_timeout_ms(node_id))
+            self._metadata.connection_failed(
+                self._address(node_id),
+                f"connection setup took more than {self._states.setup_timeout_ms(node_id)} ms")
             self._selector.close(node_id)
             self._process_disconnection(node_id, responses, now_ms, timed_out=True)
 
@@ -363,6 +367,7 @@ class NetworkClient:
                                    receive_buffer_bytes=self._settings.receive_buffer_bytes)
         except KafkaConnectionError as exc:
             log.warning("cannot connect to node %d: %s", node.node_id, exc)
+            self._metadata.connection_failed(node.address, str(exc))
             self._states.disconnected(node.node_id, now_ms)
             self._updater.handle_server_disconnect(now_ms, node.node_id)
 
@@ -484,6 +489,7 @@ class NetworkClient:
                                responses: list[ClientResponse], now_ms: int) -> None:
         """Close, back off, remember the error and raise it to the metadata waiters."""
         log.error("authentication with node %d failed: %s", node_id, error)
+        self._metadata.connection_failed(self._address(node_id), str(error))
         self._auth_errors[node_id] = error
         if self._states.is_connected(node_id) or self._states.is_connecting(node_id):
             self._selector.close(node_id)

@@ -33,8 +33,8 @@ from ..client.selector import Selectable, Selector, transport_factory_for
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import ProducerConfig
 from ..errors import (
-    IllegalStateError, KafkaError, KafkaTimeoutError, MetadataTimeoutError, ProducerClosedError,
-    RecordTooLargeError,
+    IllegalStateError, InvalidPartitionError, KafkaError, KafkaTimeoutError, MetadataTimeoutError,
+    ProducerClosedError, RecordTooLargeError,
 )
 from ..record import CompressionType, RecordBatchBuilder
 from ..record.builder import NO_HEADERS_SIZE_BOUND
@@ -178,8 +178,11 @@ class KafkaProducer:
         that are not a list or tuple of ``(str, bytes | None)`` pairs, or a topic that is not a
         str; ``InvalidTopicExceptionError`` for a name Kafka does not allow (:mod:`.topics`);
         ``RecordTooLargeError`` over ``max.request.size`` or ``buffer.memory``;
-        ``InvalidPartitionError``; ``MetadataTimeoutError`` / ``BufferExhaustedError`` when
-        ``max.block.ms`` runs out; ``ProducerClosedError`` after ``close()``.
+        ``InvalidPartitionError`` for a negative partition, or one that a metadata answer fetched
+        after the send began does not show (a partition above the cached count is waited for:
+        it may have just been added); ``MetadataTimeoutError`` / ``BufferExhaustedError`` when
+        ``max.block.ms`` runs out (one budget for every wait); ``ProducerClosedError`` after
+        ``close()``.
         """
         if self._closed:
             raise ProducerClosedError("cannot send after the producer is closed")
@@ -226,7 +229,19 @@ class KafkaProducer:
             if partition is None:
                 partition = partition_for_key(key, route.partition_count)
             else:
-                partition = check_partition(topic, partition, route.partition_count)
+                try:
+                    partition = check_partition(topic, partition, route.partition_count)
+                except InvalidPartitionError as missing:
+                    if missing.partition < 0:
+                        raise
+                    # above the cached count: maybe just added; one fresh answer decides, within
+                    # what is left of max.block.ms
+                    start_ms = clock.monotonic_ms()
+                    route = self._route(self._await_partition(topic, missing.partition, remaining_ms),
+                                        topic)
+                    partition = missing.partition
+                    now_ms = clock.monotonic_ms()
+                    remaining_ms = max(0, remaining_ms - (now_ms - start_ms))
             queue = route.queues[partition] or route.queue(self._accumulator, partition)
             future, batch_is_full, new_batch_created = self._accumulator.append_to_tuple(
                 queue, timestamp_ms, key, value, headers, callback, remaining_ms, now_ms)
@@ -266,7 +281,12 @@ class KafkaProducer:
         if columns.rows == 0:
             return result
         clock = self._clock
+        start_ms = clock.monotonic_ms()
         snapshot = self._metadata.await_topic(topic, self._max_block_ms, clock)
+        if columns.partition is not None:
+            snapshot = self._await_explicit_partitions(
+                topic, columns.partition, snapshot,
+                self._max_block_ms - (clock.monotonic_ms() - start_ms))
         timestamps = timestamps_ms(columns.timestamp, columns.rows, clock.now_ms())
         sizes = row_sizes(columns)
         plan = plan_partitions(topic, self._route(snapshot, topic).view, rows=columns.rows,
@@ -322,6 +342,31 @@ class KafkaProducer:
                 f"Topic {topic} not present in metadata: a send from a producer callback never "
                 "waits for metadata, since the callback runs on the producer's I/O thread, the "
                 "thread that fetches it. Send to this topic from another thread first") from None
+
+    def _await_partition(self, topic: str, partition: int, max_block_ms: int) -> ClusterSnapshot:
+        """The metadata once it shows ``partition`` (see ``Metadata.await_partition``: one fresh
+        answer decides; ``InvalidPartitionError`` if it lacks it). Never waits on the I/O
+        thread, as :meth:`_await_topic`."""
+        if threading.current_thread() is self._thread:
+            max_block_ms = 0
+        return self._metadata.await_partition(topic, partition, max(0, max_block_ms), self._clock)
+
+    def _await_explicit_partitions(self, topic: str, column: Any, snapshot: ClusterSnapshot,
+                                   max_block_ms: int) -> ClusterSnapshot:
+        """``send_arrow``'s partition column names a partition above the cached count: wait for
+        it as ``send`` does. When it does not exist, the planner then fails naming the row."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not pa.types.is_integer(column.type):
+            return snapshot                      # the planner refuses the column, naming its type
+        highest = pc.max(column).as_py()
+        if highest is None or highest < (snapshot.partition_count(topic) or 0):
+            return snapshot
+        try:
+            return self._await_partition(topic, int(highest), max_block_ms)
+        except InvalidPartitionError:
+            return self._metadata.snapshot
 
     def _raise_if_sender_died(self) -> None:
         """After the I/O thread died (``Sender.death``), fail at once with an error naming why,

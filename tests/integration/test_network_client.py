@@ -154,7 +154,9 @@ def test_await_topic_for_a_missing_topic_times_out_without_creating_it(kafka):
         driver.drive(lambda: not thread.is_alive(), "await_topic to give up", timeout_s=15)
         error = outcome.get("error")
         assert isinstance(error, MetadataTimeoutError), outcome
-        assert str(error) == f"Topic {topic} not present in metadata after 1500 ms."
+        assert str(error) == (f"Topic {topic} not present in metadata after 1500 ms: the cluster "
+                              f"answered, and topic {topic} does not exist (UNKNOWN_TOPIC_OR_PARTITION); "
+                              "this producer never creates topics: create it first")
         assert driver.metadata.snapshot.topic_error(topic) == 3       # UNKNOWN_TOPIC_OR_PARTITION
     finally:
         driver.client.close()

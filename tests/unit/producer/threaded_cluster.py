@@ -2,7 +2,7 @@
 
 ``ThreadedFakeSelector`` is a FakeSelector whose ``poll`` waits in real time (until woken, at most
 a few ms), so a real sender thread neither spins nor oversleeps; ``Cluster`` is one FakeBroker
-leading topic ``t``'s two partitions that writes and acknowledges Produce requests (keeping every
+leading every partition of ``topics`` (``t`` with two partitions; change it to grow a topic) that writes and acknowledges Produce requests (keeping every
 batch it was sent, decoded) unless ``hold`` is set, and answers InitProducerId.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
-from spark_kafka_sink.protocol import INIT_PRODUCER_ID, PRODUCE
+from spark_kafka_sink.protocol import INIT_PRODUCER_ID, METADATA, PRODUCE
 from spark_kafka_sink.record import read_batches
 
 from ..client.fake_selector import FakeBroker, FakeSelector, metadata_body
@@ -46,9 +46,19 @@ class Cluster:
         self.offsets: dict[tuple[str, int], int] = defaultdict(int)
         self.batches: dict[tuple[str, int], list] = defaultdict(list)   # decoded, as written
         self.hold = False
-        self.selector.add_broker("b1", 9092, FakeBroker(
-            1, metadata=lambda request: metadata_body(BROKERS, {"t": 2}),
-            handlers={PRODUCE.api_key: self._produce, INIT_PRODUCER_ID.api_key: self._init}))
+        self.topics = {"t": 2}                 # what Metadata answers: topic -> partition count
+        self.broker = self.selector.add_broker("b1", 9092, FakeBroker(
+            1, metadata=self._metadata, handlers={PRODUCE.api_key: self._produce,
+                                                   INIT_PRODUCER_ID.api_key: self._init}))
+
+    def _metadata(self, request):
+        wanted = {t.name for t in request.body.topics or ()}
+        known = {name: count for name, count in self.topics.items() if name in wanted}
+        unknown = {name: (0, 3) for name in wanted - set(known)}   # UNKNOWN_TOPIC_OR_PARTITION
+        return metadata_body(BROKERS, {**known, **unknown})
+
+    def metadata_requests(self) -> int:
+        return len(self.broker.requests_for(METADATA))
 
     @staticmethod
     def _init(request):
