@@ -509,3 +509,35 @@ def test_wakeup_by_skips_the_wakeup_when_the_poll_in_progress_ends_in_time():
     h.sel.poll = real_poll
     h.client.wakeup_by(h.now + 1_000)                     # not polling: always wake
     assert h.sel.wakeups == before + 2
+
+
+# --- the poll's wait ends at the nearest deadline ---------------------------------------------
+
+def test_a_long_poll_wakes_for_the_nearest_request_deadline():
+    # A caller with nothing else to do polls for a minute: the wait must still end when the
+    # oldest request times out, not up to a whole request.timeout.ms after it.
+    h = Harness(request_timeout_ms=30_000)
+    h.bootstrap()
+    h.connect(1)
+    h.brokers[1].hold = True
+    h.client.send(h.request(1), h.now)
+    h.poll()
+    h.clock.advance(29_000)
+    assert h.client.poll(60_000, h.now) == []
+    assert h.sel.poll_timeouts[-1] <= 1_001
+    h.clock.advance(h.sel.poll_timeouts[-1])                 # the wait ran its course
+    (response,) = h.client.poll(60_000, h.now)
+    assert response.timed_out
+
+
+def test_a_long_poll_wakes_for_the_connection_setup_deadline():
+    h = Harness(socket_connection_setup_timeout_ms=1_000, request_timeout_ms=30_000)
+    h.bootstrap()
+    h.sel.auto_connect = False
+    assert not h.client.ready(2, h.now)
+    h.client.poll(60_000, h.now)
+    assert h.state(2) is ConnectionState.CONNECTING
+    assert h.sel.poll_timeouts[-1] <= 1_001
+    h.clock.advance(h.sel.poll_timeouts[-1])
+    h.client.poll(60_000, h.now)
+    assert h.state(2) is ConnectionState.DISCONNECTED

@@ -130,3 +130,20 @@ def test_the_timeout_says_the_cluster_answered_and_the_topic_does_not_exist(make
                                                    "exist .* create it first"):
         producer.send("nope", b"v")
 
+
+
+def test_the_metadata_wait_and_the_memory_wait_share_one_max_block_ms(make_producer):
+    # Metadata for a new topic takes 0.6 s, then memory is exhausted: send() must give up
+    # max.block.ms (1 s) after it began, not 0.6 s + a whole max.block.ms.
+    cluster = Cluster()
+    cluster.topics["u"] = 1
+    producer = make_producer(cluster.selector, **{"batch.size": 1024, "buffer.memory": 2048,
+                                                  "max.block.ms": 1000})
+    producer.send("t", b"v", partition=0).result(WAIT_S)
+    cluster.hold = True
+    producer.send("t", b"x" * 900, partition=0)
+    producer.send("t", b"x" * 900, partition=1)                 # both leases held: pool full
+    cluster.metadata_delay_s = 0.6
+    error, took = timed(lambda: producer.send("u", b"y" * 900))
+    assert type(error).__name__ == "BufferExhaustedError", error
+    assert 0.9 <= took < 1.4, took

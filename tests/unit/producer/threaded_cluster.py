@@ -9,6 +9,7 @@ batch it was sent, decoded) unless ``hold`` is set, and answers InitProducerId.
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 
 from spark_kafka_sink.protocol import INIT_PRODUCER_ID, METADATA, PRODUCE
@@ -47,11 +48,14 @@ class Cluster:
         self.batches: dict[tuple[str, int], list] = defaultdict(list)   # decoded, as written
         self.hold = False
         self.topics = {"t": 2}                 # what Metadata answers: topic -> partition count
+        self.metadata_delay_s = 0.0
         self.broker = self.selector.add_broker("b1", 9092, FakeBroker(
             1, metadata=self._metadata, handlers={PRODUCE.api_key: self._produce,
                                                    INIT_PRODUCER_ID.api_key: self._init}))
 
     def _metadata(self, request):
+        if self.metadata_delay_s:                # a slow answer (on the sender thread, as I/O)
+            time.sleep(self.metadata_delay_s)
         wanted = {t.name for t in request.body.topics or ()}
         known = {name: count for name, count in self.topics.items() if name in wanted}
         unknown = {name: (0, 3) for name in wanted - set(known)}   # UNKNOWN_TOPIC_OR_PARTITION
