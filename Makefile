@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
-.PHONY: install test unit integration broker jars demo bench bench-producer bench-spark soak clean
+.PHONY: install test unit integration fuzz broker jars demo bench bench-producer bench-spark soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,14 @@ unit: install
 
 integration: install
 	$(BIN)/python -m pytest tests/integration $(PYTEST_ARGS)
+
+# The model-based test of the producer core with its long profile (thousands of runs, longer
+# ones; `make test` runs a bounded profile). Repeat it for longer hunts, e.g. FUZZ_ROUNDS=10.
+FUZZ_ROUNDS ?= 1
+fuzz: install
+	for round in $$(seq $(FUZZ_ROUNDS)); do \
+	  SKS_FUZZ=1 $(BIN)/python -m pytest tests/unit/producer/test_producer_model.py -p no:cacheprovider -q \
+	    $(PYTEST_ARGS) || exit 1; done
 
 # A single-node Apache Kafka on loopback until Ctrl-C (use --nodes 3 via ARGS for a cluster).
 broker: install
