@@ -2,8 +2,10 @@
 
 Every error this package raises derives from :class:`KafkaError`. Errors a broker reports by code
 are :class:`BrokerResponseError` subclasses, one per Kafka error code, generated from the table
-below (code, name, retriable, invalidates metadata). ``for_code(code)`` maps a code to its class;
-``raise_for_code(code, context)`` raises it with the caller's context in the message.
+below (code, name, retriable, invalidates metadata). ``for_code(code)`` maps a code to its class,
+``error_for(code, context)`` builds the error with the caller's context in the message and
+``raise_for_code(code, context)`` raises it. A code missing from the table is never taken for
+success: it is UNKNOWN_SERVER_ERROR (:class:`UnknownBrokerError` keeps the code), as in Java.
 
 Local errors (bad frames, bad batches, missing codecs, the embedded broker) have classes of their
 own below the table.
@@ -205,33 +207,46 @@ del _code, _name, _retriable, _invalid, _cls
 RecordTooLargeError = MessageTooLargeError  # noqa: F821 (defined by the loop above)
 
 
-class UnknownBrokerError(BrokerResponseError):
-    """An error code this client has no class for (a newer broker); never retried."""
+class UnknownBrokerError(UnknownServerErrorError):  # noqa: F821 (defined by the loop above)
+    """An error code this client has no class for (a newer broker's, or a broken one's).
 
-    def __init__(self, code: int, message: str = ""):
-        self.code = code
-        self.name = f"UNKNOWN_CODE_{code}"
-        super().__init__(message)
+    As Java's ``Errors.forCode`` does, such a code is UNKNOWN_SERVER_ERROR (code -1, not
+    retriable): never success, never retried forever. The code the broker sent is kept in
+    ``broker_code`` and in the message."""
+
+    def __init__(self, broker_code: int, message: str = ""):
+        self.broker_code = broker_code
+        self.context = message
+        unknown = f"the broker answered error code {broker_code}, which this client does not know"
+        super().__init__(f"{message} ({unknown})" if message else unknown)
 
     def __reduce__(self):
-        return (type(self), (self.code, self.message))
+        return (type(self), (self.broker_code, self.context))
 
 
 def for_code(code: int) -> type[BrokerResponseError] | None:
-    """The error class for a broker error code; ``None`` for code 0 (no error)."""
+    """The error class for a broker error code: ``None`` for code 0 (no error) and only then;
+    a code missing from the table is UNKNOWN_SERVER_ERROR (Java's ``Errors.forCode``). Use
+    :func:`error_for` to build the error: it keeps an unknown code in the message."""
     if code == 0:
         return None
-    return _BY_CODE.get(code)
+    return _BY_CODE.get(code, UnknownServerErrorError)  # noqa: F821
+
+
+def error_for(code: int, message: str = "") -> BrokerResponseError | None:
+    """The error for a broker error code with ``message`` as context; ``None`` for code 0.
+    An unknown code gives :class:`UnknownBrokerError` (an UNKNOWN_SERVER_ERROR naming it)."""
+    if code == 0:
+        return None
+    cls = _BY_CODE.get(code)
+    return UnknownBrokerError(code, message) if cls is None else cls(message)
 
 
 def raise_for_code(code: int, message: str = "") -> None:
     """Raise the error for ``code`` with ``message`` as context; return quietly for code 0."""
-    if code == 0:
-        return
-    cls = _BY_CODE.get(code)
-    if cls is None:
-        raise UnknownBrokerError(code, message)
-    raise cls(message)
+    error = error_for(code, message)
+    if error is not None:
+        raise error
 
 
 # --- local errors ---------------------------------------------------------------------------

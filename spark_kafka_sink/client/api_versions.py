@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from .. import __version__
-from ..errors import BrokerResponseError, UnknownBrokerError, for_code
+from ..errors import BrokerResponseError, error_for
 from ..protocol.apis import API_VERSIONS
 from ..protocol.versions import VersionRange, ranges_from_api_versions
 
@@ -48,6 +48,4 @@ def interpret_api_versions(response: Any, sent_version: int) -> ApiVersionsOutco
         theirs = ranges_from_api_versions(response).get(API_VERSIONS.api_key)
         retry = min(theirs.max, API_VERSIONS.max_version) if theirs else 0
         return ApiVersionsOutcome(retry_version=max(min(retry, sent_version - 1), 0))
-    cls = for_code(code)
-    error = cls("ApiVersions") if cls is not None else UnknownBrokerError(code, "ApiVersions")
-    return ApiVersionsOutcome(error=error)
+    return ApiVersionsOutcome(error=error_for(code, "ApiVersions"))

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import AuthenticationError, for_code
+from ..errors import AuthenticationError, error_for
 from ..protocol.api import ApiMessage
 from ..protocol.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from .jaas import SaslCredentials
@@ -91,8 +91,7 @@ class SaslAuthenticator:
 
 
 def _error(code: int, message: str) -> AuthenticationError:
-    cls = for_code(code)
-    if cls is not None and issubclass(cls, AuthenticationError):
-        return cls(message)
-    name = cls.name if cls is not None else f"error code {code}"
-    return AuthenticationError(f"{message} ({name})")
+    error = error_for(code, message)
+    if isinstance(error, AuthenticationError):
+        return error
+    return AuthenticationError(f"{message} ({error})")

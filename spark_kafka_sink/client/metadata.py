@@ -46,8 +46,7 @@ from typing import Any, Callable, Iterable
 
 from ..clock import Clock
 from ..errors import (
-    BrokerResponseError, InvalidPartitionError, KafkaError, MetadataTimeoutError, UnknownBrokerError,
-    for_code,
+    BrokerResponseError, InvalidPartitionError, KafkaError, MetadataTimeoutError, error_for, for_code,
 )
 from .backoff import ExponentialBackoff, UniformSource
 from .cluster import ClusterSnapshot
@@ -347,8 +346,7 @@ class Metadata:
         count = self._snapshot.partition_count(topic)
         if count:
             return f"the cluster answered, and topic {topic} has {count} partition(s)"
-        cls = for_code(code) if code else None
-        detail = f" (error {cls.name if cls is not None else code})" if code else ""
+        detail = f" ({error_for(code)})" if code else ""
         return f"the cluster answered, but not with topic {topic}'s partitions yet{detail}"
 
     def _wake(self) -> None:
@@ -367,8 +365,7 @@ def _closed_error(topic: str) -> KafkaError:
 
 
 def _topic_error(code: int, topic: str) -> BrokerResponseError:
-    cls = for_code(code)
-    return cls(f"topic {topic}") if cls is not None else UnknownBrokerError(code, f"topic {topic}")
+    return error_for(code, f"topic {topic}")
 
 
 def _needs_another_update(response: Any) -> bool:

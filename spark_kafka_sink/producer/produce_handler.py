@@ -143,7 +143,5 @@ def batch_error(batch: ProducerBatch, result: PartitionResult) -> errors.KafkaEr
                           for e in result.record_errors[:10])
         more = len(result.record_errors) - 10
         text = f"{text}; rejected records: {shown}" + (f" and {more} more" if more > 0 else "")
-    cls = result.error_class
-    if cls is None:
-        return errors.UnknownBrokerError(result.error_code, text)
-    return cls(text)
+    error = errors.error_for(result.error_code, text)
+    return error if error is not None else errors.KafkaError(f"batch failed without an error: {text}")

@@ -90,17 +90,16 @@ class ProducerIdInitializer:
             self._retry_later(now_ms)
             return
         body = response.body
-        cls = errors.for_code(body.error_code)
-        if cls is None:
+        error = errors.error_for(body.error_code, f"InitProducerId failed on node "
+                                 f"{response.node_id}; the idempotent producer cannot continue")
+        if error is None:
             self._idempotence.set_producer_id_and_epoch(body.producer_id, body.producer_epoch)
-        elif cls.retriable:
-            log.info("InitProducerId failed with %s; retrying in %d ms", cls.name,
+        elif error.retriable:
+            log.info("InitProducerId failed with %s; retrying in %d ms", error.name,
                      self._retry_backoff_ms)
             self._retry_later(now_ms)
-        else:
-            self._idempotence.fatal_error(cls(
-                f"InitProducerId failed on node {response.node_id}; the idempotent producer "
-                "cannot continue"))
+        else:                                    # an unknown code too (UNKNOWN_SERVER_ERROR)
+            self._idempotence.fatal_error(error)
 
     def _retry_later(self, now_ms: int) -> None:
         self._idempotence.init_failed()
