@@ -179,9 +179,11 @@ def _check_header_keys(headers: Any) -> None:
 _PER_MS = {"s": None, "ms": 1, "us": 1_000, "ns": 1_000_000}
 
 
-def timestamps_ms(column: Any, rows: int, now_ms: int) -> np.ndarray:
+def timestamps_ms(column: Any, rows: int, now_ms: int, name: str = "timestamp") -> np.ndarray:
     """Epoch milliseconds per row (int64): the column's, floored to whole ms as Spark's sink
-    does; ``now_ms`` for a null or for no column."""
+    does; ``now_ms`` for a null or for no column. ``ValueError`` naming the column ``name``, the
+    first row and its value when a timestamp is negative (before 1970): as in Java, a Kafka
+    timestamp is non-negative or null."""
     import pyarrow as pa
 
     if column is None:
@@ -195,6 +197,13 @@ def timestamps_ms(column: Any, rows: int, now_ms: int) -> np.ndarray:
         values = column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     if column.null_count:
         values[column.is_null().to_numpy(zero_copy_only=False)] = now_ms
+    negative = values < 0
+    if negative.any():
+        row = int(np.argmax(negative))
+        raise ValueError(
+            f"row {row}: timestamp {int(values[row])} ms in column {name!r} is negative (before "
+            f"1970); Kafka timestamps must be non-negative or null (null: the send time), and "
+            f"{int(negative.sum())} row(s) of this column are negative")
     return values
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import numbers
 import threading
 from typing import Any, Mapping
 
@@ -78,6 +79,7 @@ _LEVEL_ATTRIBUTE = {
 # _max_record_size <= max.request.size, an int32: each length is then below 2**31, whose varint
 # takes at most 5 bytes, so 4 + 4 covers both (tests/unit/producer checks the parity).
 _PLAIN_RECORD_BOUND = NO_HEADERS_SIZE_BOUND + 4 + 4
+_INT64_MAX = (1 << 63) - 1
 
 
 def _as_bytes(value: Any, argument: str) -> bytes | bytearray | memoryview | None:
@@ -87,6 +89,20 @@ def _as_bytes(value: Any, argument: str) -> bytes | bytearray | memoryview | Non
     if isinstance(value, str):
         return value.encode("utf-8")
     raise TypeError(f"{argument} must be bytes, str or None, not {type(value).__name__}")
+
+
+def _checked_timestamp(timestamp_ms: Any) -> int:
+    """``timestamp_ms`` as an int, or the error Java's producer gives (its message, plus why)."""
+    if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, numbers.Integral):
+        raise TypeError(f"timestamp_ms must be an int (epoch milliseconds) or None, not "
+                        f"{type(timestamp_ms).__name__}")
+    timestamp_ms = int(timestamp_ms)
+    if timestamp_ms < 0:
+        raise ValueError(f"Invalid timestamp: {timestamp_ms}. Timestamp should always be "
+                         f"non-negative or null (None: the send time; -1 is not 'no timestamp')")
+    if timestamp_ms > _INT64_MAX:
+        raise ValueError(f"Invalid timestamp: {timestamp_ms}. It does not fit an int64")
+    return timestamp_ms
 
 
 class _TopicRoute:
@@ -178,6 +194,8 @@ class KafkaProducer:
         that are not a list or tuple of ``(str, bytes | None)`` pairs, or a topic that is not a
         str; ``InvalidTopicExceptionError`` for a name Kafka does not allow (:mod:`.topics`);
         ``RecordTooLargeError`` over ``max.request.size`` or ``buffer.memory``;
+        ``ValueError`` for a negative ``timestamp_ms`` (Java's rule: non-negative or None, and
+        None, not -1, means "stamp it with the send time"), ``TypeError`` for one not an int;
         ``InvalidPartitionError`` for a negative partition, or one that a metadata answer fetched
         after the send began does not show (a partition above the cached count is waited for:
         it may have just been added); ``MetadataTimeoutError`` / ``BufferExhaustedError`` when
@@ -191,6 +209,8 @@ class KafkaProducer:
             key = _as_bytes(key, "key")
         if value is not None and type(value) is not bytes:
             value = _as_bytes(value, "value")
+        if timestamp_ms is not None and (type(timestamp_ms) is not int or timestamp_ms < 0):
+            timestamp_ms = _checked_timestamp(timestamp_ms)
         # the common record (bytes key and value, no headers, far below the limit) cannot be too
         # large: skip the estimate; anything else is estimated exactly as before
         if (headers or type(key) is not bytes or type(value) is not bytes
@@ -262,7 +282,8 @@ class KafkaProducer:
         :class:`~.arrow_input.ArrowSendResult` for all rows (``wait``, ``raise_for_errors``,
         counts, per-partition offset ranges), not a future per row.
 
-        Raises at once, with nothing queued: ``TypeError``/``ValueError`` for a bad column (named),
+        Raises at once, with nothing queued: ``TypeError``/``ValueError`` for a bad column (named;
+        a negative timestamp, before 1970, names its row and value),
         ``TypeError``/``InvalidTopicExceptionError`` for a bad topic name (:mod:`.topics`),
         ``RecordTooLargeError`` and ``InvalidPartitionError`` naming the row,
         ``MetadataTimeoutError``, ``ProducerClosedError``. Queuing a batch waits for memory at
@@ -281,13 +302,14 @@ class KafkaProducer:
         if columns.rows == 0:
             return result
         clock = self._clock
+        timestamps = timestamps_ms(columns.timestamp, columns.rows, clock.now_ms(),
+                                   timestamp if isinstance(timestamp, str) else "timestamp")
         start_ms = clock.monotonic_ms()
         snapshot = self._metadata.await_topic(topic, self._max_block_ms, clock)
         if columns.partition is not None:
             snapshot = self._await_explicit_partitions(
                 topic, columns.partition, snapshot,
                 self._max_block_ms - (clock.monotonic_ms() - start_ms))
-        timestamps = timestamps_ms(columns.timestamp, columns.rows, clock.now_ms())
         sizes = row_sizes(columns)
         plan = plan_partitions(topic, self._route(snapshot, topic).view, rows=columns.rows,
                                keys=columns.key, explicit=columns.partition, sizes=sizes,

@@ -229,8 +229,8 @@ def plan_batches(records: ArrowRecords, batch_size: int, *,
 
     The first record of a batch always fits; each further record fits while the batch header
     plus the records so far plus this record (sized with its own deltas in this batch) stay
-    within ``batch_size``. Raises ``ValueError``, as the builder does, when a record's timestamp
-    is too far from its batch's base timestamp for a varlong. ``segments``: rows where a batch
+    within ``batch_size``, and while its timestamp delta from the batch's first record fits a
+    varlong (else it starts the next batch, as in the builder). ``segments``: rows where a batch
     must start anyway (no batch spans two segments).
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= _INT32_MAX:
@@ -444,8 +444,7 @@ def _batch_end(ts: np.ndarray, tail: np.ndarray, start: int, window: int, room: 
         sizes = _record_sizes(deltas, np.arange(stop - start, dtype=np.int64), tail[start:stop])
         used = np.cumsum(sizes)
         fit = max(1, int(np.searchsorted(used, room, side="right")))
-        checked = min(fit + 1, stop - start)  # the builder computes the refused record's delta too
-        _check_deltas(ts[start:start + checked], deltas[:checked], start)
+        fit = min(fit, _first_wrapped(ts[start:stop], deltas))
         if fit < stop - start or stop == n:
             return start + fit, int(used[fit - 1])
         window *= 2
@@ -499,18 +498,15 @@ def _record_sizes(timestamp_deltas: np.ndarray, offset_deltas: np.ndarray, tail:
     return _varint_sizes(_zigzag(body)) + body
 
 
-def _check_deltas(ts: np.ndarray, deltas: np.ndarray, start: int) -> None:
-    """``ValueError``, as the builder raises it, if a delta ``ts - ts[0]`` overflowed int64.
+def _first_wrapped(ts: np.ndarray, deltas: np.ndarray) -> int:
+    """The first index whose delta ``ts - ts[0]`` overflowed int64 (``len(ts)`` if none): the
+    batch must end before it. Never 0 (the first delta is 0).
 
     The subtraction wrapped exactly when the operands' signs differ and the result's sign
-    differs from the minuend's. ``start``: the row of ``ts[0]``, for the message.
+    differs from the minuend's.
     """
-    base = ts[0]
-    wrapped = ((ts ^ base) & (ts ^ deltas)) < 0
-    if wrapped.any():
-        index = int(np.flatnonzero(wrapped)[0])
-        raise ValueError(f"row {start + index}: timestamp {int(ts[index])} is too far from the base "
-                         f"timestamp {int(base)} of its batch (row {start})")
+    wrapped = ((ts ^ ts[0]) & (ts ^ deltas)) < 0
+    return int(np.argmax(wrapped)) if wrapped.any() else len(ts)
 
 
 # --- varints ------------------------------------------------------------------------------------

@@ -295,7 +295,8 @@ class RecordBatchBuilder:
         headers: Sequence[HeaderPair] | None = (),
     ) -> int | None:
         """Add a record; its offset delta, or ``None`` (and nothing added) when it would overflow
-        ``batch_size``. The record's size and whether it filled the batch are left in
+        ``batch_size`` or when its timestamp is too far from the batch's base timestamp for a
+        varlong delta. The record's size and whether it filled the batch are left in
         ``last_append_size`` and ``last_append_full``: the producer calls this once per record,
         and an ``AppendResult`` per record cost ~0.2 µs. Read them right after the call, before
         anything else appends to this builder (the producer holds the partition's lock).
@@ -366,6 +367,8 @@ class RecordBatchBuilder:
         _check_bytes(value, "value")
         encoded_headers = _encoded_headers(headers)
         timestamp_delta = self._timestamp_delta(timestamp_ms)
+        if timestamp_delta is None:                     # the next batch takes it, as its base
+            return None
         body = self._encode_body(timestamp_delta, key, value, encoded_headers)
         size = size_of_varint(len(body)) + len(body)
         if self._count > 0 and self.estimated_size + size > self._batch_size:
@@ -399,16 +402,14 @@ class RecordBatchBuilder:
             self._max_timestamp = timestamp_ms
         self._count += 1
 
-    def _timestamp_delta(self, timestamp_ms: int) -> int:
-        """``timestamp_ms`` minus the base timestamp, checked to fit a varlong."""
+    def _timestamp_delta(self, timestamp_ms: int) -> int | None:
+        """``timestamp_ms`` minus the base timestamp; ``None`` when that does not fit a varlong
+        (only with a negative timestamp: then the record does not fit this batch, and starts the
+        next one, so whether a record is accepted never depends on the batch it would join)."""
         if not in_range(timestamp_ms, INT64_RANGE):
             raise ValueError(f"timestamp_ms must be an int64, got {timestamp_ms!r}")
         delta = timestamp_ms - self._base_timestamp if self._count else 0
-        if not in_range(delta, INT64_RANGE):
-            raise ValueError(
-                f"timestamp {timestamp_ms} is too far from the base timestamp {self._base_timestamp}"
-            )
-        return delta
+        return delta if in_range(delta, INT64_RANGE) else None
 
     def _encode_body(
         self,

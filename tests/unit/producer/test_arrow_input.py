@@ -69,11 +69,14 @@ def test_timestamps_in_every_unit_floor_to_ms_and_nulls_take_now():
     for unit in ("s", "ms", "us", "ns"):
         column = pa.array(stamps, pa.timestamp("us", tz="UTC")).cast(pa.timestamp(unit, tz="UTC"),
                                                                     safe=False)
-        got = timestamps_ms(column, 3, now_ms=42).tolist()
-        assert got[1] == 42
-        assert got[0] == {"s": 1000, "ms": 1500, "us": 1500, "ns": 1500}[unit]
-        # -1 µs: floored to -1 ms as Spark's sink does (the s and ms columns already truncated it to 0)
-        assert got[2] == {"s": 0, "ms": 0, "us": -1, "ns": -1}[unit]
+        if unit in ("s", "ms"):                # the cast truncated -1 µs to 0
+            got = timestamps_ms(column, 3, now_ms=42).tolist()
+            assert got == [{"s": 1000, "ms": 1500}[unit], 42, 0]
+        else:                                  # -1 µs floors to -1 ms, as Spark's sink does: refused
+            with pytest.raises(ValueError, match=r"row 2: timestamp -1 ms in column 'ts' is negative"):
+                timestamps_ms(column, 3, now_ms=42, name="ts")
+            got = timestamps_ms(column.slice(0, 2), 2, now_ms=42).tolist()
+            assert got == [1500, 42]
     assert timestamps_ms(pa.array([7, None], pa.int64()), 2, now_ms=9).tolist() == [7, 9]
     assert timestamps_ms(None, 2, now_ms=3).tolist() == [3, 3]
     assert timestamps_ms(None, 0, now_ms=3).dtype == np.int64

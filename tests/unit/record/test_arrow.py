@@ -244,19 +244,17 @@ def test_float_timestamps_are_refused():
         encode_batches(pa.array([b"a"]), timestamp_ms=np.array([1.5]), batch_size=100)
 
 
-def test_timestamp_too_far_from_the_base_raises_like_the_builder():
-    ts = np.array([-(2**62), 2**62 + 5], dtype=np.int64)
-    builder = RecordBatchBuilder()
-    builder.append(int(ts[0]), None, b"a")
-    with pytest.raises(ValueError, match="too far from the base timestamp"):
-        builder.append(int(ts[1]), None, b"b")
-    with pytest.raises(ValueError, match="row 1: timestamp .* too far from the base timestamp"):
-        encode_batches(pa.array([b"a", b"b"]), timestamp_ms=ts, batch_size=1 << 20)
-    # the builder computes the delta before the fit check, so a record it would refuse raises too
-    with pytest.raises(ValueError, match="too far"):
-        row_batches([(int(t), None, b"x") for t in ts], 1)
-    with pytest.raises(ValueError, match="row 1: timestamp"):
-        encode_batches(pa.array([b"a", b"b"]), timestamp_ms=ts, batch_size=1)
+@pytest.mark.parametrize("batch_size", [1, 1 << 20])
+def test_a_timestamp_too_far_from_the_base_starts_a_new_batch_like_the_builder(batch_size):
+    # an int64 delta from the batch's first timestamp that overflows: never an error that depends
+    # on which batch the record joins; the record starts the next batch instead
+    ts = np.array([-(2**62), 5, 2**62 + 5, 2**62 + 6, -(2**62)], dtype=np.int64)
+    value = pa.array([b"a", b"b", b"c", b"d", b"e"])
+    got = encode_batches(value, timestamp_ms=ts, batch_size=batch_size)
+    rows = [(int(t), None, v, ()) for t, v in zip(ts, value.to_pylist())]
+    assert arrow_batches(got) == row_batches(rows, batch_size)
+    if batch_size > 1:
+        assert [(b.start, b.stop) for b in got] == [(0, 2), (2, 4), (4, 5)]
 
 
 @pytest.mark.parametrize("width", range(1, 11))
