@@ -568,16 +568,19 @@ class RecordAccumulator:
         return self._next_batch_expiry_ms
 
     def reenqueue(self, batch: ProducerBatch, now_ms: int) -> None:
-        """Put a batch to retry back at the front of its deque (in sequence order with
-        idempotence), backing off exponentially from ``now_ms``. The delivery timeout is the
-        sender's to check before calling this."""
+        """Put a batch to retry back at the front of its deque, backing off exponentially from
+        ``now_ms``: in sequence order with idempotence, else in creation order among the other
+        retries (requests failed by one disconnect come back oldest first; each at the very
+        front would reverse them, and expiry, which stops at the first unexpired batch of a
+        deque, would then miss an expired batch behind a younger one). The delivery timeout is
+        the sender's to check before calling this."""
         batch.reenqueued(now_ms, self.retry_backoff.backoff(batch.attempts))
         queue = self._queue_for(batch.topic_partition)
         with queue.lock:
             if self._idempotence is not None:
                 self._insert_in_sequence_order(queue.batches, batch)
             else:
-                queue.batches.appendleft(batch)
+                self._insert_in_creation_order(queue.batches, batch)
 
     def split_and_reenqueue(self, big: ProducerBatch, now_ms: int) -> list[ProducerBatch]:
         """Split ``big`` (refused as too large, holding more than one record) and queue the
@@ -600,7 +603,7 @@ class RecordAccumulator:
                 if self._idempotence is not None:
                     self._insert_in_sequence_order(queue.batches, part)
                 else:
-                    queue.batches.appendleft(part)
+                    self._insert_in_creation_order(queue.batches, part)
         log.debug("split a batch of %d records for %s into %d at %d bytes each at most, now %d ms",
                   big.record_count, big.topic_partition, len(parts), target, now_ms)
         return parts
@@ -618,6 +621,18 @@ class RecordAccumulator:
             part.buffer = MemoryLease(share)
             remaining -= share
         parts[-1].buffer = MemoryLease(remaining)
+
+    @staticmethod
+    def _insert_in_creation_order(batches: deque[ProducerBatch], batch: ProducerBatch) -> None:
+        """Ahead of every batch created at or after it: only retries sit before a batch that was
+        never sent (every batch still queued was created after every batch drained), so the
+        deque stays in creation order and expiry may stop at its first unexpired batch. Deque
+        lock held."""
+        earlier = []
+        while batches and batches[0].created_ms < batch.created_ms:
+            earlier.append(batches.popleft())
+        batches.appendleft(batch)
+        batches.extendleft(reversed(earlier))
 
     def _insert_in_sequence_order(self, batches: deque[ProducerBatch], batch: ProducerBatch) -> None:
         """Java's ``insertInSequenceOrder``: ahead of every batch with a higher sequence or none.

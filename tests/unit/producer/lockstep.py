@@ -15,6 +15,8 @@ the oldest one (:meth:`LockstepCluster.answer`) with ``None`` (process it: write
 sequence is the next expected, DUPLICATE_SEQUENCE_NUMBER for one already written,
 OUT_OF_ORDER_SEQUENCE_NUMBER for a gap) or with an error code for every partition of the request
 (nothing written). A request whose connection is gone is never answered (the client times it out).
+As a broker does, a connection's answers go out in request order: a Metadata or InitProducerId
+answer is held behind the deferred Produce requests before it on its connection.
 """
 
 from __future__ import annotations
@@ -83,15 +85,18 @@ class LockstepCluster:
         self.topics = dict(topics)
         self.leaders: dict[tuple[str, int], int] = {}
         self.log: dict[TopicPartition, list[bytes]] = defaultdict(list)
-        self.deferred: list[tuple[int, int, Any]] = []   # (node, connection number, request)
+        # (node, connection number, request, body): body None for a Produce the test answers,
+        # else an answer ready but held behind an earlier Produce on the same connection
+        self.deferred: list[tuple[int, int, Any, Any]] = []
         self.produce_requests = 0
         self._states: dict[TopicPartition, _PartitionState] = defaultdict(_PartitionState)
         self.brokers: dict[int, FakeBroker] = {}
         for node_id in (1, 2):
             self.brokers[node_id] = self.selector.add_broker(f"b{node_id}", 9092, FakeBroker(
-                node_id, metadata=self._metadata,
+                node_id, metadata=lambda request, n=node_id: self._in_order(n, request, self._metadata),
                 handlers={PRODUCE.api_key: lambda request, n=node_id: self._defer(n, request),
-                          INIT_PRODUCER_ID.api_key: self._init}))
+                          INIT_PRODUCER_ID.api_key:
+                              lambda request, n=node_id: self._in_order(n, request, self._init)}))
         # every random source (partitioner, backoff jitter, node choice) seeded: replayable runs
         seeded = random.Random
         with mock.patch.object(random, "Random", lambda seed=None: seeded(0 if seed is None else seed)):
@@ -175,16 +180,50 @@ class LockstepCluster:
 
     def _defer(self, node_id: int, request) -> None:
         self.produce_requests += 1
-        self.deferred.append((node_id, self.brokers[node_id].connections, request))
+        self.deferred.append((node_id, self.brokers[node_id].connections, request, None))
         return None
 
+    def _in_order(self, node_id: int, request, handler) -> Any:
+        """``handler``'s answer now, or (as a broker answers a connection's requests in order)
+        held until the deferred Produce requests before it on its connection are answered."""
+        body = handler(request)
+        connection = self.brokers[node_id].connections
+        if any(n == node_id and c == connection for n, c, _, _ in self.deferred):
+            self.deferred.append((node_id, connection, request, body))
+            return None
+        return body
+
+    def _live(self, node_id: int, connection: int) -> bool:
+        return connection == self.brokers[node_id].connections and self.selector.is_open(node_id)
+
+    def _release_held(self) -> None:
+        """Send the held answers that no deferred Produce precedes on their node any more."""
+        blocked, keep = set(), []
+        for entry in self.deferred:
+            node_id, connection, request, body = entry
+            if body is None or (node_id, connection) in blocked:
+                blocked.add((node_id, connection))
+                keep.append(entry)
+            elif self._live(node_id, connection):
+                self.selector.inject(node_id, ServerFraming.encode_response(
+                    request.api, request.version, request.correlation_id, body))
+        self.deferred = keep
+
     def answer(self, error_code: int | None) -> bool:
-        """Answer the oldest deferred Produce request (see the module doc); False if none could be
-        answered (its connection is gone: dropped, or closed by a client timeout)."""
+        """Answer the oldest deferred Produce request (see the module doc), then any answers held
+        behind it; False if none could be answered (its connection is gone: dropped, or closed
+        by a client timeout)."""
+        self._release_held()
         if not self.deferred:
             return False
-        node_id, connection, request = self.deferred.pop(0)
-        if connection != self.brokers[node_id].connections or not self.selector.is_open(node_id):
+        node_id, connection, request, _ = self.deferred.pop(0)
+        try:
+            return self._answer_produce(node_id, connection, request, error_code)
+        finally:
+            self._release_held()
+
+    def _answer_produce(self, node_id: int, connection: int, request, error_code: int | None) -> bool:
+        if not self._live(node_id, connection):
             return False
         topics = []
         for topic in request.body.topic_data:

@@ -232,6 +232,31 @@ def test_delivery_timeout_expires_in_flight_batches():
     assert h.pool.available_memory == MEMORY
 
 
+def test_batches_retried_after_one_disconnect_keep_their_order_and_expire_on_time():
+    # found by the model test: two requests for one partition fail together; re-enqueued each
+    # at the very front they came back youngest first, and expiry (which stops at the first
+    # unexpired batch of a deque) left the older one pending past its deadline
+    h = Harness(delivery_timeout_ms=3000, request_timeout_ms=30_000, retry_backoff_ms=100)
+    h.bootstrap()
+    h.hold_produce = True
+    old = h.append(T0)
+    h.run_until(lambda: produced(h) == 1)
+    h.clock.advance(1000)
+    young = h.append(T0)
+    h.run_until(lambda: produced(h) == 2)
+    h.sel.drop(1)
+    h.step()
+    queued = h.accumulator.queued_batches(T0)
+    assert [b.attempts for b in queued] == [1, 1]
+    assert queued[0].created_ms < queued[1].created_ms         # oldest first, as they were sent
+    del h.sel.brokers[("b1", 9092)]                            # and node 1 stays away
+    h.clock.advance(2000)                                      # the old batch's deadline
+    h.step()
+    with pytest.raises(KafkaTimeoutError, match="3000 ms has passed since batch creation"):
+        old.result(0)
+    assert not young.done()
+
+
 # --- ordering ---------------------------------------------------------------------------------------
 
 def test_max_in_flight_one_mutes_the_partition_while_its_batch_is_in_flight():
