@@ -8,8 +8,6 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from spark_kafka_sink.producer.producer import KafkaProducer
-
 from .threaded_cluster import Cluster
 
 WAIT_S = 5.0
@@ -18,10 +16,8 @@ WAIT_S = 5.0
 @pytest.fixture
 def producer_and_cluster():
     cluster = Cluster()
-    producer = KafkaProducer({"bootstrap.servers": "b1:9092", "batch.size": 0, "linger.ms": 5},
-                             selector=cluster.selector)
-    yield producer, cluster
-    producer.close(0)
+    yield cluster.producer(**{"batch.size": 0, "linger.ms": 5}), cluster
+    cluster.close_producers()
 
 
 def test_send_with_batch_size_zero_delivers_one_record_per_batch(producer_and_cluster):

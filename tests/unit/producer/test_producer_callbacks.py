@@ -36,17 +36,8 @@ def cluster():
 
 @pytest.fixture
 def make_producer(cluster):
-    producers = []
-
-    def make(**config) -> KafkaProducer:
-        producer = KafkaProducer({"bootstrap.servers": "b1:9092", "linger.ms": 0,
-                                  "max.block.ms": 5_000, **config}, selector=cluster.selector)
-        producers.append(producer)
-        return producer
-
-    yield make
-    for producer in producers:
-        producer.close(0)
+    yield lambda **config: cluster.producer(**{"max.block.ms": 5_000, **config})
+    cluster.close_producers()
 
 
 def wait_for(condition, timeout: float = WAIT_S) -> bool:

@@ -10,18 +10,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from spark_kafka_sink.producer.producer import KafkaProducer
-
 from .threaded_cluster import Cluster
 
 
 @pytest.fixture
 def cluster_producer():
     cluster = Cluster()
-    producer = KafkaProducer({"bootstrap.servers": "b1:9092", "linger.ms": 0, "max.block.ms": 10_000},
-                             selector=cluster.selector)
-    yield cluster, producer
-    producer.close(0)
+    yield cluster, cluster.producer(**{"max.block.ms": 10_000})
+    cluster.close_producers()
 
 
 def _written_timestamps(cluster) -> list[int]:

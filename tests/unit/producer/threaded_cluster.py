@@ -12,6 +12,7 @@ import threading
 import time
 from collections import defaultdict
 
+from spark_kafka_sink.producer.producer import KafkaProducer
 from spark_kafka_sink.protocol import INIT_PRODUCER_ID, METADATA, PRODUCE
 from spark_kafka_sink.record import read_batches
 
@@ -49,6 +50,7 @@ class Cluster:
         self.hold = False
         self.topics = {"t": 2}                 # what Metadata answers: topic -> partition count
         self.metadata_delay_s = 0.0
+        self._producers: list[KafkaProducer] = []
         self.broker = self.selector.add_broker("b1", 9092, FakeBroker(
             1, metadata=self._metadata, handlers={PRODUCE.api_key: self._produce,
                                                    INIT_PRODUCER_ID.api_key: self._init}))
@@ -60,6 +62,18 @@ class Cluster:
         known = {name: count for name, count in self.topics.items() if name in wanted}
         unknown = {name: (0, 3) for name in wanted - set(known)}   # UNKNOWN_TOPIC_OR_PARTITION
         return metadata_body(BROKERS, {**known, **unknown})
+
+    def producer(self, **config) -> KafkaProducer:
+        """A producer bootstrapped from this cluster (``linger.ms`` 0 unless ``config`` says);
+        :meth:`close_producers` closes every one made here."""
+        producer = KafkaProducer({"bootstrap.servers": "b1:9092", "linger.ms": 0, **config},
+                                 selector=self.selector)
+        self._producers.append(producer)
+        return producer
+
+    def close_producers(self) -> None:
+        for producer in self._producers:
+            producer.close(0)
 
     def metadata_requests(self) -> int:
         return len(self.broker.requests_for(METADATA))

@@ -27,12 +27,10 @@ def test_a_timestamp_before_1970_names_its_row_and_value_and_nothing_after_it_is
     # the real producer's check (Java's: non-negative or null), behind the real rows path
     import datetime
 
-    from spark_kafka_sink.producer.producer import KafkaProducer
-
     from ..producer.threaded_cluster import Cluster
 
     cluster = Cluster()
-    producer = KafkaProducer({"bootstrap.servers": "b1:9092", "linger.ms": 0}, selector=cluster.selector)
+    producer = cluster.producer()
     try:
         schema = WriteSchema(value=Column("value", 0, Kind.BINARY),
                              timestamp=Column("timestamp", 1, Kind.TIMESTAMP))
@@ -49,4 +47,4 @@ def test_a_timestamp_before_1970_names_its_row_and_value_and_nothing_after_it_is
         written = [r.value for batches in cluster.batches.values() for b in batches for r in b.records]
         assert sorted(written) == [b"a", b"b"]
     finally:
-        producer.close(0)
+        cluster.close_producers()
