@@ -39,6 +39,7 @@ from ..fakes import FakeClock
 
 STALL_S = 5.0
 OUT_OF_ORDER, DUPLICATE = 45, 46
+LOST_REPLY = "lost-reply"      # an answer to give: written, but the reply never arrives
 
 
 class LockstepSelector(FakeSelector):
@@ -89,6 +90,7 @@ class LockstepCluster:
         # else an answer ready but held behind an earlier Produce on the same connection
         self.deferred: list[tuple[int, int, Any, Any]] = []
         self.produce_requests = 0
+        self.gone: set[int] = set()                     # nodes out of the cluster (node_goes)
         self._states: dict[TopicPartition, _PartitionState] = defaultdict(_PartitionState)
         self.brokers: dict[int, FakeBroker] = {}
         for node_id in (1, 2):
@@ -168,10 +170,27 @@ class LockstepCluster:
     def _metadata(self, request) -> dict:
         wanted = {t.name for t in request.body.topics or ()}
         known = {name: count for name, count in self.topics.items() if name in wanted}
-        return metadata_body([(1, "b1", 9092), (2, "b2", 9092)], known, leaders=self.leaders)
+        leaders = {(name, p): self.leader_of(TopicPartition(name, p))
+                   for name, count in known.items() for p in range(count)}
+        brokers = [(n, f"b{n}", 9092) for n in (1, 2) if n not in self.gone]
+        return metadata_body(brokers, known, leaders=leaders)
 
     def leader_of(self, tp: TopicPartition) -> int:
-        return self.leaders.get((tp.topic, tp.partition), 1 + tp.partition % 2)
+        """The partition's leader: as set in ``leaders`` (else by partition number), unless that
+        node is gone: then the other one."""
+        leader = self.leaders.get((tp.topic, tp.partition), 1 + tp.partition % 2)
+        return 3 - leader if leader in self.gone else leader
+
+    def node_goes(self, node_id: int) -> None:
+        """``node_id`` leaves the cluster: out of Metadata (its partitions led by the other
+        node), its connection reset, new connections refused."""
+        self.gone.add(node_id)
+        self.selector.brokers.pop((f"b{node_id}", 9092), None)
+        self.drop(node_id)
+
+    def node_returns(self, node_id: int) -> None:
+        self.gone.discard(node_id)
+        self.selector.add_broker(f"b{node_id}", 9092, self.brokers[node_id])
 
     @staticmethod
     def _init(request) -> dict:
@@ -212,7 +231,8 @@ class LockstepCluster:
     def answer(self, error_code: int | None) -> bool:
         """Answer the oldest deferred Produce request (see the module doc), then any answers held
         behind it; False if none could be answered (its connection is gone: dropped, or closed
-        by a client timeout)."""
+        by a client timeout). :data:`LOST_REPLY`: process the request, then reset the connection
+        before the answer goes out (a retry then meets DUPLICATE_SEQUENCE_NUMBER)."""
         self._release_held()
         if not self.deferred:
             return False
@@ -225,11 +245,16 @@ class LockstepCluster:
     def _answer_produce(self, node_id: int, connection: int, request, error_code: int | None) -> bool:
         if not self._live(node_id, connection):
             return False
+        lost = error_code == LOST_REPLY
         topics = []
         for topic in request.body.topic_data:
             parts = [self._partition_answer(node_id, TopicPartition(topic.name, p.index), p.records,
-                                            error_code) for p in topic.partition_data]
+                                            None if lost else error_code)
+                     for p in topic.partition_data]
             topics.append({"name": topic.name, "partition_responses": parts})
+        if lost:
+            self.drop(node_id)
+            return True
         self.selector.inject(node_id, ServerFraming.encode_response(
             request.api, request.version, request.correlation_id, {"responses": topics}))
         return True
@@ -271,4 +296,4 @@ class LockstepCluster:
         return {"index": tp.partition, "error_code": 0, "base_offset": base}
 
 
-__all__ = ["LockstepCluster", "LockstepSelector", "STALL_S", "METADATA"]
+__all__ = ["LockstepCluster", "LockstepSelector", "LOST_REPLY", "STALL_S", "METADATA"]

@@ -1,7 +1,9 @@
 """A model-based (stateful property) test of the producer core: hypothesis drives a real
 ``KafkaProducer`` in lockstep with its sender thread (``lockstep.py``) through sends, flushes,
-closes, time jumps, per-request broker answers, lost connections, metadata changes and callbacks
-that raise, flush, send or close, and checks after every step:
+closes, time jumps, per-request broker answers (success, retriable and fatal errors, unknown
+codes, a reply lost after the write), lost connections, metadata changes (partitions added,
+leaders moved, a node leaving and coming back) and callbacks that raise, exit, flush, send or
+close, and checks after every step:
 
 - every future completes exactly once (its callback runs once), and no later than its
   ``delivery.timeout.ms`` plus a small bound once the sender has run past that;
@@ -33,7 +35,7 @@ from spark_kafka_sink.errors import IllegalStateError, KafkaError, ProducerClose
 from spark_kafka_sink.protocol import PRODUCE
 from spark_kafka_sink.structs import TopicPartition
 
-from .lockstep import LockstepCluster
+from .lockstep import LOST_REPLY, LockstepCluster
 
 DELIVERY_TIMEOUT_MS = 3_000
 REQUEST_TIMEOUT_MS = 1_000
@@ -41,7 +43,8 @@ SLACK_MS = 500            # expiry after a step that ran past the deadline: one 
 BUFFER_MEMORY = 64 * 1024
 UNKNOWN_CODE = 12_345
 ANSWERS = {"success": None, "not-leader": 6, "not-enough-replicas": 19, "timed-out": 7,
-           "corrupt": 2, "unknown-code": UNKNOWN_CODE, "too-large": 10, "out-of-order": 45}
+           "corrupt": 2, "unknown-code": UNKNOWN_CODE, "too-large": 10, "out-of-order": 45,
+           "lost-reply": LOST_REPLY}
 CALLBACKS = ("none", "none", "none", "raise", "sys.exit", "flush", "send", "close")
 
 settings.register_profile("ci", max_examples=300, stateful_step_count=40, deadline=None,
@@ -201,6 +204,20 @@ class ProducerModel(RuleBasedStateMachine):
             return
         tp = TopicPartition("t", partition)
         self.cluster.leaders[("t", partition)] = 3 - self.cluster.leader_of(tp)
+        self.producer._metadata.request_update(self.cluster.clock.monotonic_ms())
+        self._step()
+
+    @precondition(lambda self: self.live and not self.cluster.gone)
+    @rule(node=st.sampled_from([1, 2]))
+    def node_goes_away(self, node):
+        self.cluster.node_goes(node)
+        self.producer._metadata.request_update(self.cluster.clock.monotonic_ms())
+        self._step()
+
+    @precondition(lambda self: self.live and self.cluster.gone)
+    @rule()
+    def node_comes_back(self):
+        self.cluster.node_returns(next(iter(self.cluster.gone)))
         self.producer._metadata.request_update(self.cluster.clock.monotonic_ms())
         self._step()
 
