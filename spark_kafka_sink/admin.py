@@ -18,12 +18,12 @@ from typing import Any, Mapping
 from .client.blocking import BlockingConnection
 from .client.security import ConnectionSecurity
 from .config import ProducerConfig
+from .error_codes import ErrorCode
 from .errors import KafkaError, raise_for_code
 from .protocol import apis
 
 __all__ = ["CreatedTopic", "create_topic"]
 
-_TOPIC_ALREADY_EXISTS = 36
 _POLL_S = 0.1
 BROKER_DEFAULT = -1
 """``partitions`` / ``replication_factor`` value meaning the broker's default (KIP-464)."""
@@ -73,7 +73,7 @@ def create_topic(bootstrap: str, name: str, partitions: int, *,
     created = True
     with BlockingConnection(host, port, timeout_s=timeout_s + 5, security=security) as conn:
         for result in conn.request(apis.CREATE_TOPICS, body).topics:
-            if result.error_code == _TOPIC_ALREADY_EXISTS and exist_ok:
+            if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and exist_ok:
                 created = False
                 continue
             raise_for_code(result.error_code, f"CreateTopics {name}: {result.error_message or ''}")

@@ -15,10 +15,10 @@ from typing import Any, Mapping
 
 from .. import __version__
 from ..errors import BrokerResponseError, error_for
+from ..error_codes import ErrorCode
 from ..protocol.apis import API_VERSIONS
 from ..protocol.versions import VersionRange, ranges_from_api_versions
 
-UNSUPPORTED_VERSION = 35
 FIRST_VERSION = API_VERSIONS.max_version
 
 
@@ -44,7 +44,7 @@ def interpret_api_versions(response: Any, sent_version: int) -> ApiVersionsOutco
     code = response.error_code
     if code == 0:
         return ApiVersionsOutcome(versions=MappingProxyType(ranges_from_api_versions(response)))
-    if code == UNSUPPORTED_VERSION and sent_version > 0:
+    if code == ErrorCode.UNSUPPORTED_VERSION and sent_version > 0:
         theirs = ranges_from_api_versions(response).get(API_VERSIONS.api_key)
         retry = min(theirs.max, API_VERSIONS.max_version) if theirs else 0
         return ApiVersionsOutcome(retry_version=max(min(retry, sent_version - 1), 0))

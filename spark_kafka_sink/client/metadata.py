@@ -45,6 +45,7 @@ import threading
 from typing import Any, Callable, Iterable
 
 from ..clock import Clock
+from ..error_codes import ErrorCode
 from ..errors import (
     BrokerResponseError, InvalidPartitionError, KafkaError, MetadataTimeoutError, error_for, for_code,
 )
@@ -53,10 +54,7 @@ from .cluster import ClusterSnapshot
 
 log = logging.getLogger(__name__)
 
-TOPIC_AUTHORIZATION_FAILED = 29
-INVALID_TOPIC_EXCEPTION = 17
-UNKNOWN_TOPIC_OR_PARTITION = 3
-FATAL_TOPIC_ERRORS = frozenset({TOPIC_AUTHORIZATION_FAILED, INVALID_TOPIC_EXCEPTION})
+FATAL_TOPIC_ERRORS = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.INVALID_TOPIC_EXCEPTION})
 
 
 class Metadata:
@@ -305,8 +303,8 @@ class Metadata:
                 raise self._timeout(topic, partition, max_wait_ms)
 
     def _raise_if_invalid(self, topic: str) -> None:
-        if self._snapshot.topic_error(topic) == INVALID_TOPIC_EXCEPTION:
-            raise _topic_error(INVALID_TOPIC_EXCEPTION, topic)
+        if self._snapshot.topic_error(topic) == ErrorCode.INVALID_TOPIC_EXCEPTION:
+            raise _topic_error(ErrorCode.INVALID_TOPIC_EXCEPTION, topic)
 
     def _raise_for_topic(self, topic: str) -> None:
         if self._closed:
@@ -340,7 +338,7 @@ class Metadata:
             last = f"connection errors: {errors}" if errors else "no connection error seen yet"
             return f"no broker has answered yet (bootstrap.servers tried: {tried}; {last})"
         code = self._snapshot.topic_error(topic)
-        if code == UNKNOWN_TOPIC_OR_PARTITION:
+        if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             return (f"the cluster answered, and topic {topic} does not exist "
                     "(UNKNOWN_TOPIC_OR_PARTITION); this producer never creates topics: create it first")
         count = self._snapshot.partition_count(topic)

@@ -82,6 +82,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import errors
+from ..error_codes import ErrorCode
 from ..structs import TopicPartition
 
 if TYPE_CHECKING:
@@ -95,10 +96,9 @@ INVALID_OFFSET = -1
 INT32_MAX = (1 << 31) - 1
 MAX_EPOCH = (1 << 15) - 1
 
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-UNKNOWN_PRODUCER_ID = 59
 # Errors after which the producer cannot continue (Java's maybeTransitionToErrorState).
-_FATAL_CODES = frozenset({31, 35, 53, 90})  # cluster authz, unsupported version, txn id authz, fenced
+_FATAL_CODES = frozenset({ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.UNSUPPORTED_VERSION,
+                          ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.PRODUCER_FENCED})
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -445,12 +445,12 @@ class IdempotenceState:
             return
         tp = batch.topic_partition
         code = getattr(exception, "code", None)
-        if code == OUT_OF_ORDER_SEQUENCE_NUMBER:
+        if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             log.error("The broker returned %r for topic-partition %s with producerId %d, epoch %d, "
                       "and sequence number %d", exception, tp, batch.producer_id,
                       batch.producer_epoch, batch.base_sequence)
             self.request_epoch_bump(tp)
-        elif code == UNKNOWN_PRODUCER_ID:
+        elif code == ErrorCode.UNKNOWN_PRODUCER_ID:
             self.reset_sequence_for_partition(tp)
         elif adjust_sequence_numbers:
             self.request_epoch_bump(tp)
@@ -460,14 +460,14 @@ class IdempotenceState:
         producer): sequence errors are retried, with an epoch bump when that is what unblocks
         the partition; other errors are retried when retriable."""
         tp = batch.topic_partition
-        if error_code == UNKNOWN_PRODUCER_ID:
+        if error_code == ErrorCode.UNKNOWN_PRODUCER_ID:
             if log_start_offset == -1:
                 return RetryDecision(True, reason="log start offset unknown yet")
             if batch.sequence_has_been_reset:
                 return RetryDecision(True, reason="sequence already reset for the new epoch")
             self.request_epoch_bump(tp)
             return RetryDecision(True, True, "broker lost the producer state")
-        if error_code == OUT_OF_ORDER_SEQUENCE_NUMBER:
+        if error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             unresolved = tp in self._unresolved
             waiting = batch.sequence_has_been_reset or not self._is_next_sequence(tp, batch.base_sequence)
             first = self.first_in_flight_sequence(tp) in (NO_SEQUENCE, batch.base_sequence)

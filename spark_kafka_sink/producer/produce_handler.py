@@ -17,20 +17,12 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from .. import errors
+from ..error_codes import ErrorCode
 from ..client.requests import ClientResponse
 from ..record.layout import HEADER_SIZE
 from ..structs import TopicPartition
 from .producer_batch import ProducerBatch
 
-NONE = 0
-UNKNOWN_SERVER_ERROR = -1
-REQUEST_TIMED_OUT = 7
-MESSAGE_TOO_LARGE = 10
-NETWORK_EXCEPTION = 13
-TOPIC_AUTHORIZATION_FAILED = 29
-CLUSTER_AUTHORIZATION_FAILED = 31
-UNSUPPORTED_VERSION = 35
-DUPLICATE_SEQUENCE_NUMBER = 46
 
 
 @dataclass(frozen=True)
@@ -83,16 +75,16 @@ def partition_results(response: ClientResponse,
     """One result per batch of the request ``response`` completes (see the module docstring)."""
     node = response.node_id
     if response.timed_out:
-        failed = PartitionResult(REQUEST_TIMED_OUT,
+        failed = PartitionResult(ErrorCode.REQUEST_TIMED_OUT,
                                  error_message=f"Disconnected from node {node} due to timeout")
         return {tp: failed for tp in batches}
     if response.disconnected or response.error is not None:
         reason = f"Disconnected from node {node}"
         if response.error is not None:
             reason = f"{reason}: {response.error}"
-        return {tp: PartitionResult(NETWORK_EXCEPTION, error_message=reason) for tp in batches}
+        return {tp: PartitionResult(ErrorCode.NETWORK_EXCEPTION, error_message=reason) for tp in batches}
     if response.body is None:                       # acks=0: done once written
-        return {tp: PartitionResult(NONE) for tp in batches}
+        return {tp: PartitionResult(ErrorCode.NONE) for tp in batches}
     answered = _answered(response.body)
     missing = None
     results: dict[TopicPartition, PartitionResult] = {}
@@ -101,7 +93,7 @@ def partition_results(response: ClientResponse,
         if result is None:
             if missing is None:
                 missing = PartitionResult(
-                    UNKNOWN_SERVER_ERROR,
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
                     error_message=f"node {node} sent no result for this partition")
             result = missing
         results[tp] = result
@@ -127,11 +119,11 @@ def batch_error(batch: ProducerBatch, result: PartitionResult) -> errors.KafkaEr
     """The exception ``batch`` fails with: the error code's class, with a message naming the
     partition, the broker's message and the records it rejected."""
     tp = batch.topic_partition
-    if result.error_code == TOPIC_AUTHORIZATION_FAILED:
+    if result.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
         detail = f"Not authorized to access topics: [{tp.topic}]"
-    elif result.error_code == CLUSTER_AUTHORIZATION_FAILED:
+    elif result.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
         detail = "The producer is not authorized to do idempotent sends"
-    elif result.error_code == MESSAGE_TOO_LARGE:  # a batch of one: a larger one is split
+    elif result.error_code == ErrorCode.MESSAGE_TOO_LARGE:  # a batch of one: a larger one is split
         detail = (f"the broker refused a record of {batch.estimated_size_in_bytes - HEADER_SIZE} bytes "
                   f"({batch.size_in_bytes} bytes as a batch of one) as too large for the topic's "
                   f"max.message.bytes: {result.error_message or 'MESSAGE_TOO_LARGE'}")

@@ -48,6 +48,7 @@ from functools import partial
 from typing import Any, Mapping
 
 from ..client.metadata import Metadata
+from ..error_codes import ErrorCode
 from ..client.network_client import NetworkClient
 from ..client.requests import ClientRequest, ClientResponse
 from ..clock import Clock
@@ -56,11 +57,7 @@ from ..protocol.apis import PRODUCE
 from ..structs import TopicPartition
 from .accumulator import NO_DELAY_LIMIT_MS, ReadyCheckResult, RecordAccumulator
 from .idempotence import IdempotenceState
-from .produce_handler import (
-    DUPLICATE_SEQUENCE_NUMBER, MESSAGE_TOO_LARGE, NONE, UNSUPPORTED_VERSION, PartitionResult,
-    batch_error,
-    partition_results, produce_request_body,
-)
+from .produce_handler import PartitionResult, batch_error, partition_results, produce_request_body
 from .producer_batch import ProducerBatch
 from .producer_id_init import ProducerIdInitializer
 
@@ -346,7 +343,7 @@ class Sender:
             log.debug("sending %d batch(es) to node %d", len(batches), node_id)
             self._client.send(request, now_ms)
         except UnsupportedVersionError as exc:    # the broker speaks no Produce version of ours
-            failed = PartitionResult(UNSUPPORTED_VERSION, error_message=str(exc))
+            failed = PartitionResult(ErrorCode.UNSUPPORTED_VERSION, error_message=str(exc))
             for batch in batches:
                 self._complete_batch(batch, failed, now_ms)
             return
@@ -400,20 +397,20 @@ class Sender:
     def _complete_batch(self, batch: ProducerBatch, result: PartitionResult, now_ms: int) -> None:
         """Java's ``Sender.completeBatch`` for one partition's result."""
         code = result.error_code
-        if code == NONE:
+        if code == ErrorCode.NONE:
             self._succeed_batch(batch, result)
-        elif code == MESSAGE_TOO_LARGE and batch.record_count > 1 and not batch.is_done:
+        elif code == ErrorCode.MESSAGE_TOO_LARGE and batch.record_count > 1 and not batch.is_done:
             self._split_batch(batch, now_ms)
         elif self._can_retry(batch, result, now_ms):
             log.warning("got error %s for %s (attempt %d); retrying", result.error_class.__name__
                         if result.error_class else code, batch.topic_partition, batch.attempts + 1)
             self._reenqueue_batch(batch, now_ms)
-        elif code == DUPLICATE_SEQUENCE_NUMBER:
+        elif code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
             self._succeed_batch(batch, result)   # the broker already has it
         else:
             self._fail_batch(batch, batch_error(batch, result),
                              adjust_sequence_numbers=batch.attempts < self._settings.retries)
-        if code != NONE and result.invalid_metadata:
+        if code != ErrorCode.NONE and result.invalid_metadata:
             log.warning("%s for %s: requesting a metadata update", result.error_class.name,
                         batch.topic_partition)
             self._metadata.request_update(now_ms)
