@@ -901,7 +901,24 @@ class MetadataTimeoutError(KafkaTimeoutError):
     the time waited (Java: "Topic t not present in metadata after 60000 ms")."""
 
 
+class PropertiesError(KafkaError, ValueError):
+    """A malformed line of a properties file; ``source`` and ``line`` say where."""
+
+    def __init__(self, source: str, line: int, message: str):
+        super().__init__(f"{source}, line {line}: {message}")
+        self.source = source
+        self.line = line
+        self.detail = message
+
+    def __reduce__(self):  # picklable (Spark ships errors between processes)
+        return (type(self), (self.source, self.line, self.detail))
+
+
 # --- Spark sink errors ----------------------------------------------------------------------
+
+class JobError(KafkaError):
+    """A job's argument or input is wrong; the message names the argument or column at fault."""
+
 
 class SchemaError(KafkaError, ValueError):
     """A DataFrame's columns cannot be written to Kafka: ``value`` missing, or a sink column of the

@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from .errors import PropertiesError
+
 __all__ = ["PropertiesError", "load_properties", "parse_properties"]
 
 _BLANKS = " \t\f"
@@ -32,15 +34,6 @@ _SEPARATORS = "=:"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _HEX = frozenset("0123456789abcdefABCDEF")
-
-
-class PropertiesError(ValueError):
-    """A malformed line of a properties file; ``source`` and ``line`` say where."""
-
-    def __init__(self, source: str, line: int, message: str):
-        super().__init__(f"{source}, line {line}: {message}")
-        self.source = source
-        self.line = line
 
 
 def load_properties(path: str | Path) -> dict[str, str]:

@@ -35,7 +35,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any, Mapping, Sequence
 
-from ..errors import ConfigError
+from ..errors import ConfigError, JobError
 from ..properties import PropertiesError, load_properties
 from .options import KAFKA_PREFIX, TOPIC, SinkConfig
 
@@ -54,10 +54,6 @@ _POLL_S = 1.0
 # Spark's interval syntax for processingTime triggers: "10 seconds", "1 minute 30 seconds".
 _INTERVAL = re.compile(r"(\s*[0-9]+\s+(millisecond|second|minute|hour|day)s?)+\s*", re.IGNORECASE)
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
-
-
-class JobError(Exception):
-    """A job's argument or input is wrong; the message names the argument or column at fault."""
 
 
 # --- what the command line asks for -------------------------------------------------------------

@@ -48,3 +48,17 @@ def test_error_code_maps_an_unknown_code_to_unknown_server_error():
     assert ErrorCode.for_code(12_345) is ErrorCode.UNKNOWN_SERVER_ERROR
     assert ErrorCode.NOT_LEADER_OR_FOLLOWER.retriable and ErrorCode.NOT_LEADER_OR_FOLLOWER.invalid_metadata
     assert not ErrorCode.UNKNOWN_SERVER_ERROR.retriable
+
+
+def test_every_error_the_package_defines_is_in_the_one_hierarchy():
+    from spark_kafka_sink.properties import PropertiesError
+    from spark_kafka_sink.spark.jobs import JobError
+
+    assert PropertiesError is errors.PropertiesError and JobError is errors.JobError
+    for name, value in vars(errors).items():
+        if isinstance(value, type) and issubclass(value, BaseException):
+            assert issubclass(value, errors.KafkaError), name
+    error = PropertiesError("conf/p.properties", 3, "key 'a' has no value")
+    assert isinstance(error, ValueError) and str(error) == "conf/p.properties, line 3: key 'a' has no value"
+    copy = pickle.loads(pickle.dumps(error))
+    assert (str(copy), copy.source, copy.line) == (str(error), "conf/p.properties", 3)
