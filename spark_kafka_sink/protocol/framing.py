@@ -20,12 +20,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ..bytecodec import INT32_MAX
 from ..errors import CorrelationIdMismatchError, ProtocolError
 from .api import ApiMessage
 from .apis import API_VERSIONS, BY_KEY
 from .frames import DEFAULT_MAX_FRAME_BYTES, FrameBuffer
 from .headers import RequestHeader, ResponseHeader, skip_tagged_fields
-from .primitives import INT32, INT32_MAX, Reader, Writer
+from .primitives import INT32, Reader, Writer
 from .values import Struct
 
 

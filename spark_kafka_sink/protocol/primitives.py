@@ -23,7 +23,8 @@ Wire formats (integers are big-endian two's complement):
                                    order: UNSIGNED_VARINT tag, UNSIGNED_VARINT size, size bytes
 
 The Reader never raises IndexError or struct.error: running out of input, a negative length other
-than the null marker, or a length past the end raises ProtocolError with the offset.
+than the null marker, or a length past the end raises ProtocolError with the offset. Varints and
+integer ranges come from :mod:`spark_kafka_sink.bytecodec`, the codec the record layer uses too.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ from __future__ import annotations
 import struct
 import uuid
 
+from ..bytecodec import (
+    INT16_MAX, UINT32_MAX, UINT64_MAX, VARINT_MAX_BYTES, VARLONG_MAX_BYTES, VarintError,
+    encode_uvarint, encode_varint, encode_varlong, read_uvarint, unzigzag,
+)
 from ..errors import EncodeError, ProtocolError
 
 INT8 = struct.Struct(">b")
@@ -41,59 +46,6 @@ UINT8 = struct.Struct(">B")
 UINT16 = struct.Struct(">H")
 UINT32 = struct.Struct(">I")
 FLOAT64 = struct.Struct(">d")
-
-INT16_MAX = 0x7FFF
-INT32_MAX = 0x7FFFFFFF
-UINT32_MAX = 0xFFFFFFFF
-UINT64_MAX = 0xFFFFFFFFFFFFFFFF
-_INT32_MIN = -0x80000000
-_INT64_MIN = -0x8000000000000000
-_INT64_MAX = 0x7FFFFFFFFFFFFFFF
-
-
-# --- varints ----------------------------------------------------------------------------------
-
-def encode_uvarint(value: int) -> bytes:
-    """UNSIGNED_VARINT of ``0 <= value < 2**64``."""
-    if value < 0x80 and value >= 0:
-        return bytes((value,))
-    if not 0 <= value <= UINT64_MAX:
-        raise EncodeError(f"unsigned varint out of range: {value}")
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def zigzag32(value: int) -> int:
-    """Zig-zag encode a signed 32-bit integer."""
-    if not _INT32_MIN <= value <= INT32_MAX:
-        raise EncodeError(f"varint out of int32 range: {value}")
-    return ((value << 1) ^ (value >> 31)) & UINT32_MAX
-
-
-def zigzag64(value: int) -> int:
-    """Zig-zag encode a signed 64-bit integer."""
-    if not _INT64_MIN <= value <= _INT64_MAX:
-        raise EncodeError(f"varlong out of int64 range: {value}")
-    return ((value << 1) ^ (value >> 63)) & UINT64_MAX
-
-
-def unzigzag(value: int) -> int:
-    """Undo zig-zag encoding."""
-    return (value >> 1) ^ -(value & 1)
-
-
-def encode_varint(value: int) -> bytes:
-    """VARINT: zig-zag int32 as an unsigned varint."""
-    return encode_uvarint(zigzag32(value))
-
-
-def encode_varlong(value: int) -> bytes:
-    """VARLONG: zig-zag int64 as an unsigned varint."""
-    return encode_uvarint(zigzag64(value))
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -166,26 +118,24 @@ class Reader:
 
     def _uvarint(self, max_bytes: int, limit: int) -> int:
         start = self._pos
-        value = shift = 0
-        for _ in range(max_bytes):
-            byte = self.unpack(UINT8)
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                if value > limit:
-                    break
-                return value
-            shift += 7
-        raise ProtocolError(f"malformed varint at offset {start}")
+        try:
+            value, self._pos = read_uvarint(self._view, start, self._end, max_bytes, limit)
+        except VarintError as exc:
+            if exc.truncated:
+                raise ProtocolError(f"truncated: a varint at offset {start} runs past the end "
+                                    f"at {self._end}") from None
+            raise ProtocolError(f"malformed varint at offset {start}: {exc}") from None
+        return value
 
     def uvarint(self) -> int:
         """UNSIGNED_VARINT up to 32 bits."""
-        return self._uvarint(5, UINT32_MAX)
+        return self._uvarint(VARINT_MAX_BYTES, UINT32_MAX)
 
     def varint(self) -> int:
-        return unzigzag(self._uvarint(5, UINT32_MAX))
+        return unzigzag(self._uvarint(VARINT_MAX_BYTES, UINT32_MAX))
 
     def varlong(self) -> int:
-        return unzigzag(self._uvarint(10, UINT64_MAX))
+        return unzigzag(self._uvarint(VARLONG_MAX_BYTES, UINT64_MAX))
 
     def length(self, compact: bool, wide: bool = False) -> int:
         """A length or count prefix; -1 is null. Other negative values raise ProtocolError."""

@@ -47,10 +47,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..bytecodec import write_varint
 from .builder import RecordBatchBuilder
 from .codecs import CompressionType, codec_for
 from .layout import HEADER_SIZE, INT32_RANGE, MAX_RECORD_OVERHEAD
-from .varint import write_varint
 
 __all__ = [
     "ArrowRecords",

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence, Tuple, Union
 
+from ..bytecodec import encode_varint, size_of_varint, write_varint
 from .codecs import CompressionType, codec_for
 from .crc32c import crc32c
 from .layout import (
@@ -40,7 +41,6 @@ from .layout import (
     TRANSACTIONAL_FLAG,
     in_range,
 )
-from .varint import size_of_varint, write_varint
 
 BytesLike = Union[bytes, bytearray, memoryview]
 HeaderPair = Tuple[str, Union[BytesLike, None]]
@@ -64,10 +64,8 @@ class AppendResult:
 
 
 _SMALL_LIMIT = 1 << 13  # varints of 0 .. 8191 take one or two bytes
-_SMALL_VARINTS: tuple[bytes, ...] = tuple(
-    bytes([n << 1]) if n < 64 else bytes([((n << 1) & 0x7F) | 0x80, n >> 6])
-    for n in range(_SMALL_LIMIT))
-_NULL_VARINT = b"\x01"  # -1, a null key or value
+_SMALL_VARINTS: tuple[bytes, ...] = tuple(encode_varint(n) for n in range(_SMALL_LIMIT))
+_NULL_VARINT = encode_varint(-1)  # a null key or value
 _join = b"".join
 _INT64_MIN, _INT64_MAX = INT64_RANGE
 # estimate_size_upper_bound of a record with a null key, a null value and no headers; a non-null

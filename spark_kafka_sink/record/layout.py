@@ -55,6 +55,8 @@ from __future__ import annotations
 import enum
 import struct
 
+from ..bytecodec import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+
 HEADER = struct.Struct(">qiibIhiqqqhii")
 """The 61-byte batch header, fields in wire order (see the grammar above)."""
 
@@ -83,8 +85,8 @@ MAX_RECORD_OVERHEAD = 21  # length(5) + attributes(1) + timestamp delta(10) + of
 NULL_VARINT_SIZE = 1  # -1 encodes in one byte
 
 INT16_RANGE = (-(1 << 15), (1 << 15) - 1)
-INT32_RANGE = (-(1 << 31), (1 << 31) - 1)
-INT64_RANGE = (-(1 << 63), (1 << 63) - 1)
+INT32_RANGE = (INT32_MIN, INT32_MAX)
+INT64_RANGE = (INT64_MIN, INT64_MAX)
 
 
 class TimestampType(enum.IntEnum):

@@ -41,7 +41,7 @@ from .layout import (
     TRANSACTIONAL_FLAG,
     TimestampType,
 )
-from .varint import Cursor
+from .cursor import Cursor
 
 Buffer = Union[bytes, bytearray, memoryview]
 

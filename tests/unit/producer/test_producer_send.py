@@ -10,7 +10,7 @@ from spark_kafka_sink.client.cluster import ClusterSnapshot, PartitionInfo
 from spark_kafka_sink.errors import RecordTooLargeError
 from spark_kafka_sink.producer.producer import _PLAIN_RECORD_BOUND, KafkaProducer
 from spark_kafka_sink.record import RecordBatchBuilder
-from spark_kafka_sink.record.varint import size_of_varint
+from spark_kafka_sink.bytecodec import size_of_varint
 from spark_kafka_sink.structs import Node
 
 estimate = RecordBatchBuilder.estimate_size_upper_bound

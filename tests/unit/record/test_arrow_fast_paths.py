@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_kafka_sink.record.arrow import _varint_column, encode_batches, plan_batches, prepare_records
-from spark_kafka_sink.record.varint import write_varint
+from spark_kafka_sink.bytecodec import write_varint
 
 from .test_arrow import arrow_batches, row_batches, rows_of
 

@@ -1,53 +1,16 @@
-"""Zig-zag varints (Kafka's ``varint``/``varlong``) and a bounds-checked reader for records.
-
-Encoding: ``z = (n << 1) ^ (n >> 63)`` maps signed to unsigned (0, -1, 1, -2 ... -> 0, 1, 2, 3 ...),
-then ``z`` is written 7 bits at a time, least significant group first, with the high bit set on
-every byte except the last. A varint (int32) takes at most 5 bytes, a varlong (int64) at most 10.
+"""A bounds-checked reader of record fields.
 
 :class:`Cursor` decodes fields from a buffer up to a limit and raises :class:`CorruptRecordError`
-(never ``IndexError``) when a field runs past it.
+(never ``IndexError``) when a field runs past it. Varints are decoded by
+:func:`spark_kafka_sink.bytecodec.read_uvarint`, the codec the protocol layer uses too.
 """
 
 from __future__ import annotations
 
-from typing import Union
-
+from ..bytecodec import (
+    UINT32_MAX, UINT64_MAX, VARINT_MAX_BYTES, VARLONG_MAX_BYTES, Buffer, VarintError, read_uvarint,
+)
 from ..errors import CorruptRecordError
-from .layout import INT32_RANGE, INT64_RANGE
-
-Buffer = Union[bytes, bytearray, memoryview]
-
-VARINT_MAX_BYTES = 5
-VARLONG_MAX_BYTES = 10
-
-
-def zigzag(value: int) -> int:
-    """The unsigned zig-zag form of a signed int64."""
-    return (value << 1) ^ (value >> 63)
-
-
-def write_varint(out: bytearray, value: int) -> None:
-    """Append ``value`` (a signed int64; int32 fields use the same encoding) to ``out``."""
-    if 0 <= value < 64:  # the common case: one byte
-        out.append(value << 1)
-        return
-    z = (value << 1) ^ (value >> 63)
-    while z > 0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-
-
-def size_of_varint(value: int) -> int:
-    """How many bytes :func:`write_varint` writes for ``value``."""
-    if -64 <= value < 64:
-        return 1
-    z = (value << 1) ^ (value >> 63)
-    size = 1
-    while z > 0x7F:
-        z >>= 7
-        size += 1
-    return size
 
 
 class Cursor:
@@ -72,35 +35,21 @@ class Cursor:
         """An error about the thing being read, at the current position."""
         return CorruptRecordError(f"{self.what}: {message} (at byte {self.pos})")
 
-    def _unsigned(self, max_bytes: int, kind: str) -> int:
-        buf, pos, limit = self.buf, self.pos, self.limit
-        result = 0
-        for shift in range(0, 7 * max_bytes, 7):
-            if pos >= limit:
-                raise self.corrupt(f"{kind} runs past the end")
-            byte = buf[pos]
-            pos += 1
-            result |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                self.pos = pos
-                return result
-        raise self.corrupt(f"{kind} longer than {max_bytes} bytes")
-
     def varint(self) -> int:
         """A signed zig-zag varint that must fit an int32."""
-        z = self._unsigned(VARINT_MAX_BYTES, "varint")
-        value = (z >> 1) ^ -(z & 1)
-        if not INT32_RANGE[0] <= value <= INT32_RANGE[1]:
-            raise self.corrupt(f"varint {value} does not fit in 32 bits")
-        return value
+        try:
+            z, self.pos = read_uvarint(self.buf, self.pos, self.limit, VARINT_MAX_BYTES, UINT32_MAX)
+        except VarintError as exc:
+            raise self.corrupt(f"varint {exc}") from None
+        return (z >> 1) ^ -(z & 1)
 
     def varlong(self) -> int:
         """A signed zig-zag varlong that must fit an int64."""
-        z = self._unsigned(VARLONG_MAX_BYTES, "varlong")
-        value = (z >> 1) ^ -(z & 1)
-        if not INT64_RANGE[0] <= value <= INT64_RANGE[1]:
-            raise self.corrupt(f"varlong {value} does not fit in 64 bits")
-        return value
+        try:
+            z, self.pos = read_uvarint(self.buf, self.pos, self.limit, VARLONG_MAX_BYTES, UINT64_MAX)
+        except VarintError as exc:
+            raise self.corrupt(f"varlong {exc}") from None
+        return (z >> 1) ^ -(z & 1)
 
     def int8(self) -> int:
         """One byte, as an unsigned int."""

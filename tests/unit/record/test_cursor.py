@@ -1,4 +1,5 @@
-"""Zig-zag varints: reference encodings, round trips, and bounds-checked decoding."""
+"""Zig-zag varints (``bytecodec``) and the record Cursor: reference encodings, round trips, and
+bounds-checked decoding."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spark_kafka_sink.bytecodec import size_of_varint, write_varint, zigzag
 from spark_kafka_sink.errors import CorruptRecordError
-from spark_kafka_sink.record.varint import Cursor, size_of_varint, write_varint, zigzag
+from spark_kafka_sink.record.cursor import Cursor
 
 # (encoding, value) pairs; the same table appears in kafka-python's test/record/test_util.py and
 # follows from the zig-zag + base-128 rules in Kafka's ByteUtils.
