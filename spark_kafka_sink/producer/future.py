@@ -51,6 +51,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
+from ..record.layout import INVALID_OFFSET
 from ..structs import RecordMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,6 @@ SendCallback = Callable[[Optional[RecordMetadata], Optional[BaseException]], Non
 """``callback(metadata, exception)``: exactly one argument is ``None``, as Java's ``Callback``."""
 
 NO_TIMESTAMP = -1
-INVALID_OFFSET = -1
 
 
 class Watch(enum.Enum):

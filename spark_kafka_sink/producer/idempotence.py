@@ -82,7 +82,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import errors
+from ..bytecodec import INT16_MAX
 from ..error_codes import ErrorCode
+from ..record.layout import INVALID_OFFSET
+from ..record.sequence import NO_SEQUENCE, increment_sequence, sequence_after
 from ..structs import TopicPartition
 
 if TYPE_CHECKING:
@@ -90,29 +93,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NO_SEQUENCE = -1
 NO_LAST_ACKED_SEQUENCE = -1
-INVALID_OFFSET = -1
-INT32_MAX = (1 << 31) - 1
-MAX_EPOCH = (1 << 15) - 1
+MAX_EPOCH = INT16_MAX
 
 # Errors after which the producer cannot continue (Java's maybeTransitionToErrorState).
 _FATAL_CODES = frozenset({ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.UNSUPPORTED_VERSION,
                           ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.PRODUCER_FENCED})
-
-
-def increment_sequence(sequence: int, increment: int) -> int:
-    """``sequence + increment``, wrapping past int32 max to 0 (``DefaultRecordBatch.incrementSequence``)."""
-    if sequence > INT32_MAX - increment:
-        return increment - (INT32_MAX - sequence) - 1
-    return sequence + increment
-
-
-def sequence_after(sequence: int, other: int) -> bool:
-    """Whether ``sequence`` comes after ``other`` in the wrapping sequence space (less than half
-    of it ahead): 1 comes after ``INT32_MAX``, as the broker counts."""
-    distance = (sequence - other) % (INT32_MAX + 1)
-    return 0 < distance < (INT32_MAX + 1) // 2
 
 
 @dataclass(frozen=True)

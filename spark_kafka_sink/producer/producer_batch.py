@@ -34,16 +34,16 @@ import logging
 
 from ..errors import KafkaTimeoutError
 from ..record import RecordBatchBuilder, read_batch
+from ..record.layout import NO_SEQUENCE
+from ..record.sequence import increment_sequence
 from ..structs import TopicPartition
 from .buffer_pool import MemoryLease
 from .future import (INVALID_OFFSET, NO_TIMESTAMP, BatchCompletion, RecordFuture, SendCallback,
                      SplitPart)
 from .tally import DeliveryTally
-from .idempotence import increment_sequence
 
 log = logging.getLogger(__name__)
 
-NO_SEQUENCE = -1
 
 
 class FinalState(enum.Enum):

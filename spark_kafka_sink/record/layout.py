@@ -55,7 +55,7 @@ from __future__ import annotations
 import enum
 import struct
 
-from ..bytecodec import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+from ..bytecodec import INT16_MAX, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 """The 61-byte batch header, fields in wire order (see the grammar above)."""
@@ -80,11 +80,12 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
+INVALID_OFFSET = -1  # no offset known (acks=0; Java's ProduceResponse.INVALID_OFFSET)
 
 MAX_RECORD_OVERHEAD = 21  # length(5) + attributes(1) + timestamp delta(10) + offset delta(5)
 NULL_VARINT_SIZE = 1  # -1 encodes in one byte
 
-INT16_RANGE = (-(1 << 15), (1 << 15) - 1)
+INT16_RANGE = (-(1 << 15), INT16_MAX)
 INT32_RANGE = (INT32_MIN, INT32_MAX)
 INT64_RANGE = (INT64_MIN, INT64_MAX)
 

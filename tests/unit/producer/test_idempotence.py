@@ -12,18 +12,13 @@ from spark_kafka_sink.errors import (
     OutOfOrderSequenceNumberError,
     UnknownProducerIdError,
 )
+from spark_kafka_sink.bytecodec import INT32_MAX
 from spark_kafka_sink.producer.idempotence import (
-    INT32_MAX,
-    MAX_EPOCH,
-    NO_LAST_ACKED_SEQUENCE,
-    NO_SEQUENCE,
-    IdempotenceState,
-    ProducerIdAndEpoch,
-    ProducerIdState,
-    increment_sequence,
+    MAX_EPOCH, NO_LAST_ACKED_SEQUENCE, IdempotenceState, ProducerIdAndEpoch, ProducerIdState,
 )
 from spark_kafka_sink.producer.producer_batch import ProducerBatch
 from spark_kafka_sink.record import RecordBatchBuilder
+from spark_kafka_sink.record.sequence import NO_SEQUENCE, increment_sequence
 from spark_kafka_sink.structs import TopicPartition
 
 TP = TopicPartition("t", 0)
