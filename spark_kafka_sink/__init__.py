@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from .version import __version__
 
 _EXPORTS = {
     "KafkaSink": "spark_kafka_sink.spark.sink",

@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from . import __version__
+from .version import __version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:

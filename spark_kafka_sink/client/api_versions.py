@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .. import __version__
-from ..errors import BrokerResponseError, error_for
 from ..error_codes import ErrorCode
+from ..errors import BrokerResponseError, error_for
 from ..protocol.apis import API_VERSIONS
 from ..protocol.versions import VersionRange, ranges_from_api_versions
+from ..version import __version__
 
 FIRST_VERSION = API_VERSIONS.max_version
 

@@ -3,6 +3,8 @@
 - protocol/ and record/ are sans-I/O: no sockets, selectors, threads, clocks, event loops or Spark.
 - Dependencies point down only: spark -> producer -> client -> protocol/record -> errors/structs.
 - Only spark/ imports pyspark.
+- No import circle between modules (module-level imports; ``TYPE_CHECKING`` ones aside), and no
+  module below the package root imports a name from the root itself (only its submodules).
 """
 
 from __future__ import annotations
@@ -92,3 +94,66 @@ def test_import_resolver_sees_relative_imports():
     assert "spark_kafka_sink.client" in _imports_of_source("from ..client import blocking\n", probe)
     assert "socket" in _imports_of_source("import socket\n", probe)
     assert "time" in _imports_of_source("from time import monotonic\n", probe)
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_level_imports(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules ``path`` imports when it is loaded: module-level imports, those under
+    ``if TYPE_CHECKING`` left out; ``from . import a`` counts as the submodule ``a``."""
+    rel_parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    found: set[str] = set()
+    for statement in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(statement, ast.If) and "TYPE_CHECKING" in ast.dump(statement.test):
+            continue
+        for node in ast.walk(statement):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(rel_parts[: len(rel_parts) - node.level] + ((node.module,) if node.module else ()))
+                subs = {f"{base}.{alias.name}" for alias in node.names} & modules
+                found |= subs or ({base} & modules)
+            elif isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names} & modules
+    return found
+
+
+def test_no_import_circle():
+    paths = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph = {name: _module_level_imports(path, set(paths)) - {name} for name, path in paths.items()}
+    circles, state = [], {}
+
+    def visit(name: str, trail: list[str]) -> None:
+        state[name] = "open"
+        for other in sorted(graph[name]):
+            if state.get(other) == "open":
+                circles.append(" -> ".join(trail[trail.index(other):] + [other]))
+            elif other not in state:
+                visit(other, trail + [other])
+        state[name] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert not circles, "\n".join(circles)
+
+
+def test_no_module_below_the_root_imports_a_name_from_the_root():
+    modules = {_module_name(path) for path in PACKAGE.rglob("*.py")}
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.parent == PACKAGE:
+            continue
+        rel_parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(rel_parts[: len(rel_parts) - node.level] + ((node.module,) if node.module else ()))
+                if base == "spark_kafka_sink":
+                    offenders += [f"{path.relative_to(PACKAGE)} imports {alias.name} from the root"
+                                  for alias in node.names if f"{base}.{alias.name}" not in modules]
+    assert not offenders, "\n".join(offenders)
