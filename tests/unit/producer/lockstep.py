@@ -40,6 +40,12 @@ from ..fakes import FakeClock
 STALL_S = 5.0
 OUT_OF_ORDER, DUPLICATE = 45, 46
 LOST_REPLY = "lost-reply"      # an answer to give: written, but the reply never arrives
+# A broker checks for a duplicate before it can answer these: told to answer one for a batch it
+# already wrote, it answers DUPLICATE_SEQUENCE_NUMBER instead (anything else would be a broker
+# that lies about its log, and the producer would rightly write the batch again). MESSAGE_TOO_LARGE
+# is here too: the same bytes were accepted once (only a topic config change in between could
+# make a real broker refuse them, and then Java's producer also splits and writes them twice).
+ANSWERED_AFTER_THE_DUPLICATE_CHECK = frozenset({OUT_OF_ORDER, 10})
 
 
 class LockstepSelector(FakeSelector):
@@ -266,6 +272,10 @@ class LockstepCluster:
 
     def _partition_answer(self, node_id: int, tp: TopicPartition, records, error_code) -> dict:
         if error_code is not None:
+            if error_code in ANSWERED_AFTER_THE_DUPLICATE_CHECK:
+                offset = self._written_at(tp, next(read_batches(records)))
+                if offset is not None:
+                    return {"index": tp.partition, "error_code": DUPLICATE, "base_offset": offset}
             return {"index": tp.partition, "error_code": error_code, "base_offset": -1}
         if self.leader_of(tp) != node_id:
             return {"index": tp.partition, "error_code": 6, "base_offset": -1}   # NOT_LEADER
@@ -289,6 +299,18 @@ class LockstepCluster:
         state.written.append((batch.base_sequence, len(values), answer["base_offset"]))
         state.next_sequence += len(values)
         return answer
+
+    def _written_at(self, tp: TopicPartition, batch) -> int | None:
+        """The offset of ``batch`` if this broker already wrote it (same producer id, epoch,
+        sequence and count), else None."""
+        state = self._states.get(tp)
+        if state is None or batch.producer_id < 0 or (batch.producer_id, batch.producer_epoch) != (
+                state.producer_id, state.epoch):
+            return None
+        for base, count, offset in state.written[-5:]:
+            if base == batch.base_sequence and count == batch.record_count:
+                return offset
+        return None
 
     def _write(self, tp: TopicPartition, values: list[bytes]) -> dict:
         base = len(self.log[tp])
