@@ -13,7 +13,7 @@ What it does (Java's ``RecordAccumulator``; DESIGN.md §4):
   ``max_request_size`` bytes per node (the first batch always goes), starting at a partition
   that rotates from call to call so none starves. With idempotence it stamps producer id, epoch
   and sequence on each new batch at this moment, and holds back a partition whose sequence state
-  does not allow sending (see :mod:`.idempotence`). Drained batches are closed (bytes built).
+  does not allow sending (see :mod:`.transaction_manager`). Drained batches are closed (bytes built).
 - ``expired_batches`` removes queued batches older than ``delivery.timeout.ms``; ``reenqueue`` puts a
   retried batch back at the front (in sequence order with idempotence), with an exponential,
   jittered backoff (KIP-580).
@@ -72,7 +72,7 @@ from ..record import CompressionType, RecordBatchBuilder
 from ..structs import TopicPartition
 from .buffer_pool import BufferPool, MemoryLease
 from .future import RecordFuture, SendCallback
-from .idempotence import IdempotenceState
+from .transaction_manager import TransactionManager
 from .producer_batch import ProducerBatch
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ class RecordAccumulator:
     def __init__(self, *, batch_size: int, compression_type: CompressionType | int | str = "none",
                  compression_level: int | None = None, linger_ms: int, retry_backoff_ms: int,
                  retry_backoff_max_ms: int, delivery_timeout_ms: int, buffer_pool: BufferPool,
-                 clock: Clock = SYSTEM_CLOCK, idempotence: IdempotenceState | None = None,
+                 clock: Clock = SYSTEM_CLOCK, idempotence: TransactionManager | None = None,
                  partitioner: Optional[StickyPartitioner] = None, rng: random.Random | None = None):
         """``partitioner``: the sticky partitioner for records without a partition
         (:meth:`append_sticky`); ``ready`` then feeds it queue sizes. ``rng``: retry jitter."""

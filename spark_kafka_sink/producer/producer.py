@@ -44,7 +44,7 @@ from .accumulator import RecordAccumulator
 from .arrow_input import DEFAULT, ArrowSendResult, resolve_columns, timestamps_ms
 from .buffer_pool import BufferPool
 from .future import RecordFuture
-from .idempotence import IdempotenceState
+from .transaction_manager import TransactionManager
 from .metrics import MetricsSnapshot, ProducerMetrics
 from .partitioner import StickyPartitioner, TopicPartitions, check_partition, partition_for_key
 from .sender import Sender, SenderSettings
@@ -157,7 +157,7 @@ class KafkaProducer:
         # after its first record
         self._batch_size = batch_size = max(1, cfg.batch_size)
         self._pool = BufferPool(cfg.buffer_memory, batch_size, clock=clock)
-        idempotence = IdempotenceState() if cfg.enable_idempotence else None
+        idempotence = TransactionManager() if cfg.enable_idempotence else None
         self._partitioner = StickyPartitioner(
             batch_size, adaptive=cfg.partitioner_adaptive_partitioning_enable,
             availability_timeout_ms=cfg.partitioner_availability_timeout_ms)

@@ -1,7 +1,7 @@
 """InitProducerId for the idempotent producer: when to send it, where, and what its answer means.
 
 The sender calls :meth:`ProducerIdInitializer.maybe_send` each loop once
-``IdempotenceState.bump_epoch_and_reset_id_if_needed()`` said an id is needed. It sends one
+``TransactionManager.bump_epoch_and_reset_id_if_needed()`` said an id is needed. It sends one
 request at a time (v3+, no transactional id, the current id/epoch for a KIP-360 bump, which is
 (-1, -1) after a reset) to the least-loaded node, never blocking: a node that is not ready yet
 is connected to and asked again on a later loop.
@@ -11,7 +11,7 @@ The answer (Java's ``InitProducerIdHandler``, idempotent part):
 - no error: the id and epoch are set; batches can drain;
 - a retriable error or a dropped connection: ``init_failed`` and sent again after
   ``retry.backoff.ms``;
-- anything else: the producer is fatally failed (``IdempotenceState.fatal_error``); the sender
+- anything else: the producer is fatally failed (``TransactionManager.fatal_error``); the sender
   then fails every batch with that error.
 """
 
@@ -23,7 +23,7 @@ from .. import errors
 from ..client.network_client import NetworkClient
 from ..client.requests import ClientRequest, ClientResponse
 from ..protocol.apis import INIT_PRODUCER_ID
-from .idempotence import IdempotenceState, ProducerIdState
+from .transaction_manager import TransactionManager, ProducerIdState
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ NOTHING_TO_WAIT_FOR_MS = (1 << 63) - 1
 class ProducerIdInitializer:
     """Sends InitProducerId when needed and applies the response; see the module docstring."""
 
-    def __init__(self, *, client: NetworkClient, idempotence: IdempotenceState,
+    def __init__(self, *, client: NetworkClient, idempotence: TransactionManager,
                  transaction_timeout_ms: int, retry_backoff_ms: int):
         self._client = client
         self._idempotence = idempotence

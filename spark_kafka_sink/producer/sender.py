@@ -56,7 +56,7 @@ from ..errors import ProducerClosedError, UnsupportedVersionError
 from ..protocol.apis import PRODUCE
 from ..structs import TopicPartition
 from .accumulator import NO_DELAY_LIMIT_MS, ReadyCheckResult, RecordAccumulator
-from .idempotence import IdempotenceState
+from .transaction_manager import TransactionManager
 from .produce_handler import PartitionResult, batch_error, partition_results, produce_request_body
 from .producer_batch import ProducerBatch
 from .producer_id_init import ProducerIdInitializer
@@ -100,7 +100,7 @@ class Sender:
     """The I/O loop of one producer; see the module docstring."""
 
     def __init__(self, *, client: NetworkClient, metadata: Metadata, accumulator: RecordAccumulator,
-                 clock: Clock, settings: SenderSettings, idempotence: IdempotenceState | None = None,
+                 clock: Clock, settings: SenderSettings, idempotence: TransactionManager | None = None,
                  metrics: Any = None):
         self._client = client
         self._metadata = metadata

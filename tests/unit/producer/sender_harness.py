@@ -21,7 +21,7 @@ from spark_kafka_sink.client.metadata import Metadata
 from spark_kafka_sink.client.network_client import NetworkClient, NetworkSettings
 from spark_kafka_sink.producer.accumulator import RecordAccumulator
 from spark_kafka_sink.producer.buffer_pool import BufferPool
-from spark_kafka_sink.producer.idempotence import IdempotenceState
+from spark_kafka_sink.producer.transaction_manager import TransactionManager
 from spark_kafka_sink.producer.sender import Sender, SenderSettings
 from spark_kafka_sink.protocol import INIT_PRODUCER_ID, METADATA, PRODUCE, ServerFraming
 from spark_kafka_sink.record import read_batches
@@ -95,7 +95,7 @@ class Harness:
         self.metadata = Metadata([("b1", 9092)], retry_backoff_ms=retry_backoff_ms,
                                  retry_backoff_max_ms=1000, rng=MidpointRandom())
         self.pool = BufferPool(MEMORY, batch_size, clock=self.clock)
-        self.idempotence = IdempotenceState() if idempotent else None
+        self.idempotence = TransactionManager() if idempotent else None
         self.accumulator = RecordAccumulator(
             batch_size=batch_size, linger_ms=linger_ms, retry_backoff_ms=retry_backoff_ms,
             retry_backoff_max_ms=1000, delivery_timeout_ms=delivery_timeout_ms,

@@ -686,7 +686,7 @@ def test_a_bug_completing_a_retried_batch_does_not_hold_its_partition_back(monke
     h.script(T0, {"error_code": NOT_LEADER})
     broken = h.append(T0, value=b"a" * 150)
     h.run_until(lambda: h.idempotence.has_in_flight(T0) and h.accumulator.has_incomplete()
-                and any(b.attempts for b in h.idempotence._entry(T0).in_flight), advance_ms=10)
+                and any(b.attempts for b in h.idempotence.partitions.get_or_create(T0).in_flight), advance_ms=10)
     original = h.sender._succeed_batch
 
     def exploding(batch, result):

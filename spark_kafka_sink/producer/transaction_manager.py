@@ -1,9 +1,13 @@
-"""Idempotent-producer bookkeeping, sans I/O (the idempotent half of Java's ``TransactionManager``).
+"""The producer id state machine and the idempotent producer's decisions, sans I/O (Java's
+``TransactionManager``; transactions are to come, on this same table).
 
-The sender drives it: it sends InitProducerId when told to, reports responses, and asks for
-decisions. Nothing here sends, sleeps or reads a clock.
+The sender drives it: it sends InitProducerId when told to (:mod:`.producer_id_init`), reports
+responses, and asks for decisions. Nothing here sends, sleeps or reads a clock. The per-partition
+numbers (sequences, acknowledgements, batches in flight) are kept by a
+:class:`~.txn_partition_map.TxnPartitionMap` (Java's ``TxnPartitionMap``).
 
-Producer id states (idempotence only; transactions come later)::
+Producer id states, as a transition table (:data:`TRANSITIONS`; ready to gain Java's transaction
+states)::
 
     state          event                                      next state
     -------------  -----------------------------------------  -------------------------------
@@ -14,18 +18,14 @@ Producer id states (idempotence only; transactions come later)::
     READY          bump_epoch() at 32767, reset_producer_id()  UNINITIALIZED (new id needed)
     any            fatal_error(exc)                            FATAL_ERROR (terminal)
 
-Per partition we keep the next sequence to assign, the last acknowledged sequence and offset, the
-batches in flight ordered by base sequence, and the producer id/epoch the partition's sequences
-belong to.
-
-- **Sequences are assigned at drain** (:meth:`IdempotenceState.assign_producer_state`), never at
+- **Sequences are assigned at drain** (:meth:`TransactionManager.assign_producer_state`), never at
   append, so a batch that is never sent uses none. They wrap from int32 max to 0, as the broker
   does (:func:`increment_sequence`). A retried batch keeps its sequence.
 - **Split batches** (MESSAGE_TOO_LARGE, Java's ``splitAndReenqueue``): the parts carry the
   refused batch's producer id, epoch and sequence range, consecutively; the sender stops tracking
   the refused batch and the accumulator tracks the parts in flight at once, so they are drained
   like retries (one at a time, in order) and an epoch bump re-sequences them with the rest.
-- **Drain gate** (:meth:`IdempotenceState.can_drain`, Java's ``shouldStopDrainBatchesForPartition``):
+- **Drain gate** (:meth:`TransactionManager.can_drain`, Java's ``shouldStopDrainBatchesForPartition``):
   nothing is drained without a producer id; a new batch waits while the partition still has
   batches in flight under an older id/epoch, or while its sequence state is unresolved; a retried
   batch goes only when it is the first in flight (retries go one at a time, in order).
@@ -39,7 +39,7 @@ belong to.
   the earlier one then lands behind it: reordered, and no sequence check catches it. Seen
   against Apache Kafka 4.1 after topic creation and after a whole-cluster restart, where batches
   still in flight to the old leader were overtaken by new ones sent to the new leader. Hence, in
-  :meth:`~IdempotenceState.can_drain` (``link`` is the connection the batch would go out on):
+  :meth:`~TransactionManager.can_drain` (``link`` is the connection the batch would go out on):
 
   - a batch never goes while a batch of its partition awaits an answer on another connection;
   - a new batch joins batches in flight only on the connection that acknowledged the
@@ -75,10 +75,9 @@ may only read ``state``, ``has_fatal_error`` and ``last_error`` (single attribut
 
 from __future__ import annotations
 
-import bisect
 import enum
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import errors
@@ -87,34 +86,20 @@ from ..error_codes import ErrorCode
 from ..record.layout import INVALID_OFFSET
 from ..record.sequence import NO_SEQUENCE, increment_sequence, sequence_after
 from ..structs import TopicPartition
+from .txn_partition_map import NO_LAST_ACKED_SEQUENCE, ProducerIdAndEpoch, TxnPartitionMap
 
 if TYPE_CHECKING:
     from .producer_batch import ProducerBatch
 
+NONE = ProducerIdAndEpoch.NONE  # type: ignore[attr-defined]
+
 log = logging.getLogger(__name__)
 
-NO_LAST_ACKED_SEQUENCE = -1
 MAX_EPOCH = INT16_MAX
 
 # Errors after which the producer cannot continue (Java's maybeTransitionToErrorState).
 _FATAL_CODES = frozenset({ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.UNSUPPORTED_VERSION,
                           ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.PRODUCER_FENCED})
-
-
-@dataclass(frozen=True)
-class ProducerIdAndEpoch:
-    """A producer id and its epoch; ``ProducerIdAndEpoch.NONE`` (-1, -1) before InitProducerId."""
-
-    producer_id: int
-    epoch: int
-
-    @property
-    def is_valid(self) -> bool:
-        return self.producer_id >= 0
-
-
-ProducerIdAndEpoch.NONE = ProducerIdAndEpoch(-1, -1)  # type: ignore[attr-defined]
-NONE = ProducerIdAndEpoch.NONE  # type: ignore[attr-defined]
 
 
 class ProducerIdState(enum.Enum):
@@ -146,23 +131,14 @@ class RetryDecision:
     reason: str = ""
 
 
-@dataclass
-class _PartitionEntry:
-    producer_id_and_epoch: ProducerIdAndEpoch = NONE
-    next_sequence: int = 0
-    last_acked_sequence: int = NO_LAST_ACKED_SEQUENCE
-    last_acked_offset: int = INVALID_OFFSET
-    acked_link: int | None = None  # connection of the last acknowledgement under this id/epoch
-    in_flight: list = field(default_factory=list)  # ProducerBatch, ordered by base sequence
-
-
-class IdempotenceState:
-    """Producer id/epoch, per-partition sequences and in-flight batches; see the module docstring."""
+class TransactionManager:
+    """The producer id/epoch state machine and every idempotence decision, over a
+    :class:`~.txn_partition_map.TxnPartitionMap`; see the module docstring."""
 
     def __init__(self) -> None:
         self._state = ProducerIdState.UNINITIALIZED
         self._producer_id_and_epoch: ProducerIdAndEpoch = NONE
-        self._partitions: dict[TopicPartition, _PartitionEntry] = {}
+        self._partitions = TxnPartitionMap()
         self._unresolved: dict[TopicPartition, int] = {}  # tp -> sequence after the expired batch
         self._to_rewrite: set[TopicPartition] = set()
         self._epoch_bump_required = False
@@ -242,7 +218,7 @@ class IdempotenceState:
             log.debug("Incremented producer epoch, producer ID and epoch are now %s",
                       self._producer_id_and_epoch)
         for tp in self._to_rewrite:
-            self._start_sequences_at_beginning(tp, self._producer_id_and_epoch)
+            self._partitions.start_sequences_at_beginning(tp, self._producer_id_and_epoch)
             self._unresolved.pop(tp, None)
         self._to_rewrite.clear()
         self._epoch_bump_required = False
@@ -259,90 +235,51 @@ class IdempotenceState:
             self.bump_epoch()
         return self._state is ProducerIdState.UNINITIALIZED
 
-    # --- sequences ------------------------------------------------------------------------------
+    # --- sequences and in-flight batches (the partition map's) ---------------------------------
 
-    def _entry(self, tp: TopicPartition) -> _PartitionEntry:
-        entry = self._partitions.get(tp)
-        if entry is None:
-            entry = self._partitions[tp] = _PartitionEntry()
-        return entry
+    @property
+    def partitions(self) -> TxnPartitionMap:
+        return self._partitions
 
     def next_sequence(self, tp: TopicPartition) -> int:
-        """The base sequence the next new batch for ``tp`` gets."""
-        return self._entry(tp).next_sequence
-
-    def increment_sequence(self, tp: TopicPartition, increment: int) -> None:
-        entry = self._entry(tp)
-        entry.next_sequence = increment_sequence(entry.next_sequence, increment)
+        return self._partitions.next_sequence(tp)
 
     def last_acked_sequence(self, tp: TopicPartition) -> int:
-        entry = self._partitions.get(tp)
-        return NO_LAST_ACKED_SEQUENCE if entry is None else entry.last_acked_sequence
+        return self._partitions.last_acked_sequence(tp)
 
     def last_acked_offset(self, tp: TopicPartition) -> int:
-        entry = self._partitions.get(tp)
-        return INVALID_OFFSET if entry is None else entry.last_acked_offset
+        return self._partitions.last_acked_offset(tp)
+
+    def has_in_flight(self, tp: TopicPartition) -> bool:
+        return self._partitions.has_in_flight(tp)
+
+    def first_in_flight_sequence(self, tp: TopicPartition) -> int:
+        return self._partitions.first_in_flight_sequence(tp)
+
+    def add_in_flight(self, batch: ProducerBatch) -> None:
+        self._partitions.add_in_flight(batch)
+
+    def remove_in_flight(self, batch: ProducerBatch) -> None:
+        self._partitions.remove_in_flight(batch)
 
     def producer_id_and_epoch_for(self, tp: TopicPartition) -> ProducerIdAndEpoch:
         """The id/epoch ``tp``'s current sequences belong to."""
-        return self._entry(tp).producer_id_and_epoch
+        return self._partitions.get_or_create(tp).producer_id_and_epoch
 
     def has_stale_producer_id_and_epoch(self, tp: TopicPartition) -> bool:
-        return self._entry(tp).producer_id_and_epoch != self._producer_id_and_epoch
+        return self.producer_id_and_epoch_for(tp) != self._producer_id_and_epoch
 
     def maybe_update_producer_id_and_epoch(self, tp: TopicPartition) -> None:
         """Move ``tp`` to the current id/epoch (sequences from 0) once nothing is in flight."""
         if self.has_stale_producer_id_and_epoch(tp) and not self.has_in_flight(tp):
-            self._start_sequences_at_beginning(tp, self._producer_id_and_epoch)
+            self._partitions.start_sequences_at_beginning(tp, self._producer_id_and_epoch)
             log.debug("ProducerId of partition %s set to %s. Reinitialize sequence at beginning.",
                       tp, self._producer_id_and_epoch)
 
-    def _start_sequences_at_beginning(self, tp: TopicPartition, pid_epoch: ProducerIdAndEpoch) -> None:
-        entry = self._entry(tp)
-        sequence = 0
-        for batch in entry.in_flight:
-            batch.reset_producer_state(pid_epoch.producer_id, pid_epoch.epoch, sequence)
-            sequence = increment_sequence(sequence, batch.record_count)
-        entry.producer_id_and_epoch = pid_epoch
-        entry.next_sequence = sequence
-        entry.last_acked_sequence = NO_LAST_ACKED_SEQUENCE
-        entry.acked_link = None
-
     def reset_sequence_for_partition(self, tp: TopicPartition) -> None:
         """Forget ``tp``'s sequences (the broker lost this producer's state for it)."""
-        self._partitions.pop(tp, None)
+        self._partitions.remove(tp)
         self._unresolved.pop(tp, None)
-
-    def _is_next_sequence(self, tp: TopicPartition, sequence: int) -> bool:
-        """Whether ``sequence`` directly follows the last acknowledged one (wrap included)."""
-        last = self.last_acked_sequence(tp)
-        return sequence == (0 if last == NO_LAST_ACKED_SEQUENCE else increment_sequence(last, 1))
-
-    # --- in-flight batches ----------------------------------------------------------------------
-
-    def add_in_flight(self, batch: ProducerBatch) -> None:
-        if not batch.has_sequence:
-            raise RuntimeError(f"Can't track batch for partition {batch.topic_partition} "
-                               "when sequence is not set.")
-        in_flight = self._entry(batch.topic_partition).in_flight
-        keys = [b.base_sequence for b in in_flight]
-        in_flight.insert(bisect.bisect_right(keys, batch.base_sequence), batch)
-
-    def remove_in_flight(self, batch: ProducerBatch) -> None:
-        entry = self._partitions.get(batch.topic_partition)
-        if entry is not None:
-            entry.in_flight[:] = [b for b in entry.in_flight if b is not batch]
-
-    def has_in_flight(self, tp: TopicPartition) -> bool:
-        entry = self._partitions.get(tp)
-        return entry is not None and bool(entry.in_flight)
-
-    def first_in_flight_sequence(self, tp: TopicPartition) -> int:
-        """Lowest base sequence in flight for ``tp``, or ``NO_SEQUENCE``."""
-        entry = self._partitions.get(tp)
-        if entry is None or not entry.in_flight:
-            return NO_SEQUENCE
-        return entry.in_flight[0].base_sequence
 
     # --- drain ----------------------------------------------------------------------------------
 
@@ -384,7 +321,7 @@ class IdempotenceState:
         self.maybe_update_producer_id_and_epoch(tp)
         pid_epoch = self._producer_id_and_epoch
         batch.set_producer_state(pid_epoch.producer_id, pid_epoch.epoch, self.next_sequence(tp), False)
-        self.increment_sequence(tp, batch.record_count)
+        self._partitions.increment_sequence(tp, batch.record_count)
         log.debug("Assigned producerId %d and producerEpoch %d to batch with base sequence %d "
                   "being sent to partition %s", pid_epoch.producer_id, pid_epoch.epoch,
                   batch.base_sequence, tp)
@@ -396,7 +333,7 @@ class IdempotenceState:
         """The broker wrote ``batch``: advance the acknowledged sequence (wrap-aware) and offset.
         A late acknowledgement of a batch stamped under an older id/epoch (it expired in flight
         and the partition moved on) says nothing about the current sequences."""
-        entry = self._entry(batch.topic_partition)
+        entry = self._partitions.get_or_create(batch.topic_partition)
         pid_epoch = entry.producer_id_and_epoch
         if batch.producer_id == pid_epoch.producer_id and batch.producer_epoch == pid_epoch.epoch:
             last = entry.last_acked_sequence
@@ -455,7 +392,8 @@ class IdempotenceState:
             return RetryDecision(True, True, "broker lost the producer state")
         if error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             unresolved = tp in self._unresolved
-            waiting = batch.sequence_has_been_reset or not self._is_next_sequence(tp, batch.base_sequence)
+            waiting = batch.sequence_has_been_reset or not self._partitions.is_next_sequence(
+                tp, batch.base_sequence)
             first = self.first_in_flight_sequence(tp) in (NO_SEQUENCE, batch.base_sequence)
             if not unresolved and waiting and not (first and not batch.sequence_has_been_reset):
                 return RetryDecision(True, reason="an earlier batch is still in flight")
@@ -486,7 +424,7 @@ class IdempotenceState:
         for tp in list(self._unresolved):
             if self.has_in_flight(tp):
                 continue
-            if not self._is_next_sequence(tp, self.next_sequence(tp)):
+            if not self._partitions.is_next_sequence(tp, self.next_sequence(tp)):
                 log.info("No inflight batches remaining for %s, last ack'd sequence for partition is "
                          "%d, next sequence is %d. Going to bump epoch and reset sequence numbers.",
                          tp, self.last_acked_sequence(tp), self.next_sequence(tp))
@@ -494,5 +432,5 @@ class IdempotenceState:
             del self._unresolved[tp]
 
     def __repr__(self) -> str:
-        return (f"IdempotenceState(state={self._state.name}, "
+        return (f"TransactionManager(state={self._state.name}, "
                 f"producer_id_and_epoch={self._producer_id_and_epoch})")

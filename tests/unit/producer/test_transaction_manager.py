@@ -1,4 +1,4 @@
-"""IdempotenceState: the producer-id state table, sequences, in-flight tracking, epoch bumps and the
+"""TransactionManager: the producer-id state table, sequences, in-flight tracking, epoch bumps and the
 decisions the sender takes on OUT_OF_ORDER_SEQUENCE_NUMBER / UNKNOWN_PRODUCER_ID."""
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from spark_kafka_sink.errors import (
     UnknownProducerIdError,
 )
 from spark_kafka_sink.bytecodec import INT32_MAX
-from spark_kafka_sink.producer.idempotence import (
-    MAX_EPOCH, NO_LAST_ACKED_SEQUENCE, IdempotenceState, ProducerIdAndEpoch, ProducerIdState,
-)
+from spark_kafka_sink.producer.transaction_manager import MAX_EPOCH, ProducerIdState, TransactionManager
+from spark_kafka_sink.producer.txn_partition_map import NO_LAST_ACKED_SEQUENCE, ProducerIdAndEpoch
 from spark_kafka_sink.producer.producer_batch import ProducerBatch
 from spark_kafka_sink.record import RecordBatchBuilder
 from spark_kafka_sink.record.sequence import NO_SEQUENCE, increment_sequence
@@ -33,14 +32,14 @@ def batch_of(records: int, tp: TopicPartition = TP) -> ProducerBatch:
     return batch
 
 
-def ready_state(producer_id: int = 1000, epoch: int = 0) -> IdempotenceState:
-    state = IdempotenceState()
+def ready_state(producer_id: int = 1000, epoch: int = 0) -> TransactionManager:
+    state = TransactionManager()
     state.begin_init()
     state.set_producer_id_and_epoch(producer_id, epoch)
     return state
 
 
-def drained(state: IdempotenceState, *sizes: int, tp: TopicPartition = TP) -> list[ProducerBatch]:
+def drained(state: TransactionManager, *sizes: int, tp: TopicPartition = TP) -> list[ProducerBatch]:
     """Batches as ``drain`` would hand them out: gated, then stamped and tracked in flight.
 
     Until ``tp`` has an acknowledged batch under the current id/epoch only one batch may be in
@@ -54,7 +53,7 @@ def drained(state: IdempotenceState, *sizes: int, tp: TopicPartition = TP) -> li
     return batches
 
 
-def prime(state: IdempotenceState, tp: TopicPartition = TP, records: int = 1,
+def prime(state: TransactionManager, tp: TopicPartition = TP, records: int = 1,
           base_offset: int = 0, link: int = -1) -> ProducerBatch:
     """Drain a first batch of ``records`` records for ``tp`` and acknowledge it on connection
     ``link``, so that the partition may have several batches in flight on that connection from
@@ -69,7 +68,7 @@ def prime(state: IdempotenceState, tp: TopicPartition = TP, records: int = 1,
 
 
 def primed_state(producer_id: int = 1000, epoch: int = 0, *tps: TopicPartition,
-                 records: int = 1) -> IdempotenceState:
+                 records: int = 1) -> TransactionManager:
     """:func:`ready_state` with a :func:`prime` batch acknowledged on each of ``tps`` (default TP)."""
     state = ready_state(producer_id, epoch)
     for tp in tps or (TP,):
@@ -105,7 +104,7 @@ def test_sequence_assignment_wraps_around_int32_max():
     state = ready_state()
     first, = drained(state, 1)
     state.handle_completed_batch(first, base_offset=0)
-    state.increment_sequence(TP, INT32_MAX - 3)  # as if ~2**31 records had been sent
+    state.partitions.increment_sequence(TP, INT32_MAX - 3)  # as if ~2**31 records had been sent
     wrapping, after = drained(state, 5, 4)
     assert wrapping.base_sequence == INT32_MAX - 2  # ... INT32_MAX - 1, INT32_MAX, 0, 1
     assert wrapping.last_sequence == 1
@@ -128,7 +127,7 @@ def test_completed_batches_advance_acks_and_leave_flight():
 # --- state table ----------------------------------------------------------------------------------
 
 def test_producer_id_state_table():
-    state = IdempotenceState()
+    state = TransactionManager()
     assert state.state is ProducerIdState.UNINITIALIZED and not state.has_producer_id
     assert state.producer_id_and_epoch == ProducerIdAndEpoch.NONE == ProducerIdAndEpoch(-1, -1)
     assert state.bump_epoch_and_reset_id_if_needed() is True  # the sender must send InitProducerId
@@ -153,7 +152,7 @@ def test_fatal_error_is_terminal_and_stops_draining():
 
 
 def test_nothing_is_drained_without_a_producer_id():
-    state = IdempotenceState()
+    state = TransactionManager()
     assert not state.can_drain(batch_of(1))
 
 
@@ -289,7 +288,7 @@ def test_the_first_batch_alone_does_not_hold_back_a_retry_or_other_partitions():
     assert not state.can_drain(batch_of(1, OTHER)) and not state.can_drain(batch_of(1))
 
 
-def on_link(state: IdempotenceState, link: int, *sizes: int, tp: TopicPartition = TP,
+def on_link(state: TransactionManager, link: int, *sizes: int, tp: TopicPartition = TP,
             sent: bool = True) -> list[ProducerBatch]:
     """:func:`drained` for connection ``link``; ``sent``: their request is on the wire."""
     batches = []
@@ -407,7 +406,7 @@ def test_leadership_back_on_the_first_connection_waits_for_the_answer_due_on_the
 def test_acknowledgements_follow_sequences_across_the_int32_wrap(caplog):
     state = ready_state(7, 0)
     prime(state)
-    entry = state._entry(TP)                             # as if 2**31 - 3 records had gone
+    entry = state.partitions.get_or_create(TP)           # as if 2**31 - 3 records had gone
     entry.last_acked_sequence, entry.next_sequence = INT32_MAX - 3, INT32_MAX - 2
     with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.idempotence"):
         across, = drained(state, 4)                      # MAX-2, MAX-1, MAX, 0
