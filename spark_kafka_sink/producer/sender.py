@@ -3,7 +3,7 @@
 One loop step, :meth:`Sender.run_once`, reads as its parts:
 
 1. idempotence housekeeping: resolve sequences, perform a requested epoch bump, send
-   InitProducerId when a producer id is needed (:mod:`.producer_id_init`); after a fatal error,
+   InitProducerId when a producer id is needed (:mod:`.txn_requests`); after a fatal error,
    fail every pending batch (queued and in flight) with it and only poll;
 2. :meth:`Sender.send_producer_data`: ready → ask metadata for unknown leaders → drop nodes that
    are not ready → expire → drain → one ProduceRequest per node, muting (ordering) each partition
@@ -59,7 +59,7 @@ from .accumulator import NO_DELAY_LIMIT_MS, ReadyCheckResult, RecordAccumulator
 from .transaction_manager import TransactionManager
 from .produce_handler import PartitionResult, batch_error, partition_results, produce_request_body
 from .producer_batch import ProducerBatch
-from .producer_id_init import ProducerIdInitializer
+from .txn_requests import InitProducerIdHandler, TxnRequestSender
 
 log = logging.getLogger(__name__)
 
@@ -111,10 +111,8 @@ class Sender:
         self._metrics = metrics
         self._guarantee_order = settings.max_in_flight_requests_per_connection == 1
         self._in_flight: dict[TopicPartition, list[ProducerBatch]] = {}
-        self._initializer = None if idempotence is None else ProducerIdInitializer(
-            client=client, idempotence=idempotence,
-            transaction_timeout_ms=settings.transaction_timeout_ms,
-            retry_backoff_ms=settings.retry_backoff_ms)
+        self._txn_requests = None if idempotence is None else TxnRequestSender(
+            client=client, manager=idempotence, retry_backoff_ms=settings.retry_backoff_ms)
         self._running = True
         self._forced = False
         self._death: ProducerClosedError | None = None
@@ -218,7 +216,7 @@ class Sender:
             self._abort_batches(idempotence.last_error)
             self._client.poll(self._settings.retry_backoff_ms, now_ms)
             return
-        init_timeout = self._maybe_init_producer_id(now_ms)
+        init_timeout = self._maybe_send_txn_request(now_ms)
         timeout = min(init_timeout, self.send_producer_data(now_ms))
         self._client.poll(timeout, now_ms)
 
@@ -235,14 +233,20 @@ class Sender:
                     self._accumulator.deallocate(batch)
         self._in_flight.clear()
 
-    def _maybe_init_producer_id(self, now_ms: int) -> int:
+    def _maybe_send_txn_request(self, now_ms: int) -> int:
+        """Housekeeping of the transaction manager, then its pending request (InitProducerId when
+        a producer id is needed): Java's ``maybeSendAndPollTransactionalRequest``."""
         idempotence = self._idempotence
         if idempotence is None:
             return NO_DELAY_LIMIT_MS
         idempotence.maybe_resolve_sequences()
+        requests = self._txn_requests
         if not idempotence.bump_epoch_and_reset_id_if_needed():
             return NO_DELAY_LIMIT_MS
-        return self._initializer.maybe_send(now_ms)
+        if not requests.has_pending:
+            requests.enqueue(InitProducerIdHandler(
+                idempotence, transaction_timeout_ms=self._settings.transaction_timeout_ms))
+        return requests.maybe_send(now_ms)
 
     def send_producer_data(self, now_ms: int) -> int:
         """Drain and send what is ready; returns the poll timeout (module docstring)."""

@@ -1,7 +1,7 @@
 """The producer id state machine and the idempotent producer's decisions, sans I/O (Java's
 ``TransactionManager``; transactions are to come, on this same table).
 
-The sender drives it: it sends InitProducerId when told to (:mod:`.producer_id_init`), reports
+The sender drives it: it sends InitProducerId when told to (:mod:`.txn_requests`), reports
 responses, and asks for decisions. Nothing here sends, sleeps or reads a clock. The per-partition
 numbers (sequences, acknowledgements, batches in flight) are kept by a
 :class:`~.txn_partition_map.TxnPartitionMap` (Java's ``TxnPartitionMap``).

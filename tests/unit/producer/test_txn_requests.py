@@ -1,0 +1,84 @@
+"""The producer's own requests (``txn_requests``): a handler's outcome decides whether the sender
+of those requests is done, waits out ``retry.backoff.ms`` before sending again, or stops; one
+request at a time. Over the sender harness's in-memory brokers."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_kafka_sink.errors import IllegalStateError
+from spark_kafka_sink.producer.transaction_manager import ProducerIdState
+from spark_kafka_sink.producer.txn_requests import (
+    NOTHING_TO_WAIT_FOR_MS, InitProducerIdHandler, Outcome, TxnRequestSender,
+)
+
+from .sender_harness import INIT_PRODUCER_ID, Harness
+
+
+class ScriptedHandler(InitProducerIdHandler):
+    """InitProducerId whose answers are judged by a script of outcomes instead."""
+
+    def __init__(self, manager, outcomes):
+        super().__init__(manager, transaction_timeout_ms=60_000)
+        self.outcomes = list(outcomes)
+        self.seen = []
+
+    def handle_response(self, body, node_id):
+        self.seen.append(node_id)
+        outcome = self.outcomes.pop(0)
+        if outcome is Outcome.DONE:
+            return super().handle_response(body, node_id)
+        return outcome
+
+
+def setup(outcomes):
+    h = Harness(idempotent=True)
+    h.bootstrap()
+    sender = TxnRequestSender(client=h.client, manager=h.idempotence, retry_backoff_ms=100)
+    handler = ScriptedHandler(h.idempotence, outcomes)
+    sender.enqueue(handler)
+    return h, sender, handler
+
+
+def poll_until_answered(h, sender, handler, answers):
+    for _ in range(20):
+        sender.maybe_send(h.now)
+        h.client.poll(0, h.now)
+        if len(handler.seen) == answers:
+            return
+    raise AssertionError(f"{answers} answers expected, got {len(handler.seen)}")
+
+
+def test_a_retry_waits_out_the_backoff_and_done_ends_the_request():
+    h, sender, handler = setup([Outcome.RETRY, Outcome.DONE])
+    poll_until_answered(h, sender, handler, 1)
+    assert h.idempotence.state is ProducerIdState.UNINITIALIZED and sender.has_pending
+    assert sender.maybe_send(h.now) == 100                      # the backoff, nothing sent
+    assert len(h.requests(INIT_PRODUCER_ID)) == 1
+    h.clock.advance(100)
+    poll_until_answered(h, sender, handler, 2)
+    assert h.idempotence.state is ProducerIdState.READY and not sender.has_pending
+    assert sender.maybe_send(h.now) == NOTHING_TO_WAIT_FOR_MS
+    assert len(h.requests(INIT_PRODUCER_ID)) == 2
+
+
+def test_one_request_at_a_time():
+    h, sender, handler = setup([Outcome.DONE])
+    with pytest.raises(IllegalStateError, match="InitProducerId enqueued while InitProducerId is pending"):
+        sender.enqueue(InitProducerIdHandler(h.idempotence, transaction_timeout_ms=60_000))
+    for _ in range(5):
+        sender.maybe_send(h.now)
+        if sender.in_flight:
+            break
+        h.client.poll(0, h.now)
+    assert sender.in_flight and sender.maybe_send(h.now) == NOTHING_TO_WAIT_FOR_MS
+    assert len(h.requests(INIT_PRODUCER_ID)) <= 1
+
+
+def test_a_fatal_outcome_ends_the_request_and_is_not_retried():
+    h, sender, handler = setup([Outcome.FATAL])
+    poll_until_answered(h, sender, handler, 1)
+    assert not sender.has_pending
+    h.clock.advance(1_000)
+    assert sender.maybe_send(h.now) == NOTHING_TO_WAIT_FOR_MS
+    assert len(h.requests(INIT_PRODUCER_ID)) == 1
