@@ -8,17 +8,8 @@ producer already keeps (free buffer memory, in-flight requests, metadata age) is
 at snapshot time. :meth:`ProducerMetrics.snapshot` returns a frozen, picklable
 :class:`MetricsSnapshot`; the Spark layer ships them from executors and merges them on the driver.
 
-Stats, as in Java's ``org.apache.kafka.common.metrics.stats``:
-
-- ``Total``: a cumulative sum, from 0 (``*-total``).
-- ``Avg`` / ``Max`` / ``Rate``: over a sampled window, Java's defaults ``metrics.num.samples``=2
-  × ``metrics.sample.window.ms``=30 s. A sample opens at its first record and is complete
-  ``window_ms`` later; the next record then starts the next sample (reusing the oldest slot).
-  A sample whose start is ``samples × window_ms`` old is forgotten when measured.
-  ``Avg`` and ``Max`` with no samples report NaN, as Java does. ``Rate`` is the windowed sum
-  per second over the elapsed window, counted as at least ``(samples - 1)`` full windows
-  (Java's ``Rate.windowSize``), so a producer that just started reports a low rate, not a spike.
-- Gauges: callables of ``now_ms``, evaluated at snapshot time, outside the metrics lock.
+Stats (``Total``, ``Avg``, ``Max``, ``Rate``, gauges) live in :mod:`.stats`, snapshots in
+:mod:`.metrics_snapshot`.
 
 Where this differs from Java (each for a stated reason):
 
@@ -47,168 +38,17 @@ may be called from any thread. The stat classes on their own are not thread safe
 
 from __future__ import annotations
 
-import math
+import logging
 import threading
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from ..clock import Clock
 from ..record.layout import HEADER_SIZE
+from .metrics_snapshot import NAN, MetricsSnapshot
+from .stats import DEFAULT_SAMPLES, DEFAULT_WINDOW_MS, Avg, Gauge, Max, Rate, Sensor, Total
 
-DEFAULT_SAMPLES = 2
-DEFAULT_WINDOW_MS = 30_000
-NAN = math.nan
+log = logging.getLogger(__name__)
 
-Gauge = Callable[[int], float]
-"""A gauge: ``now_ms`` (monotonic) to its current value."""
-
-
-# --- stats ------------------------------------------------------------------------------------
-
-class Total:
-    """A cumulative sum (Java's ``CumulativeSum``), from 0."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value = 0.0
-
-    def record(self, value: float, now_ms: int, count: int = 1) -> None:
-        self.value += value
-
-    def measure(self, now_ms: int) -> float:
-        return self.value
-
-
-class _Sample:
-    __slots__ = ("start_ms", "total", "count", "max")
-
-    def __init__(self, start_ms: int):
-        self.reset(start_ms)
-
-    def reset(self, start_ms: int) -> None:
-        self.start_ms = start_ms
-        self.total = 0.0
-        self.count = 0
-        self.max = -math.inf
-
-
-class _Sampled:
-    """Java's ``SampledStat``: a ring of ``samples`` windows of ``window_ms`` each."""
-
-    __slots__ = ("_samples", "_n", "_window_ms", "_current")
-
-    def __init__(self, samples: int = DEFAULT_SAMPLES, window_ms: int = DEFAULT_WINDOW_MS):
-        if samples < 1 or window_ms < 1:
-            raise ValueError(f"need samples >= 1 and window_ms >= 1, got {samples}, {window_ms}")
-        self._samples: list[_Sample] = []
-        self._n = samples
-        self._window_ms = window_ms
-        self._current = 0
-
-    def record(self, value: float, now_ms: int, count: int = 1) -> None:
-        """Add ``value``, standing for ``count`` events (an Avg then weighs it ``count`` times)."""
-        if not self._samples:
-            self._samples.append(_Sample(now_ms))
-        sample = self._samples[self._current]
-        if now_ms - sample.start_ms >= self._window_ms:
-            self._current = (self._current + 1) % self._n
-            if self._current == len(self._samples):
-                sample = _Sample(now_ms)
-                self._samples.append(sample)
-            else:
-                sample = self._samples[self._current]
-                sample.reset(now_ms)
-        sample.total += value
-        sample.count += count
-        if value > sample.max:
-            sample.max = value
-
-    def _live(self, now_ms: int) -> list[_Sample]:
-        """The samples after forgetting those ``samples × window_ms`` old (reset to ``now_ms``)."""
-        expire_ms = self._n * self._window_ms
-        for sample in self._samples:
-            if now_ms - sample.start_ms >= expire_ms:
-                sample.reset(now_ms)
-        return self._samples
-
-    def parts(self, now_ms: int) -> tuple[float, int]:
-        """(sum, event count) over the live samples."""
-        samples = self._live(now_ms)
-        return sum(s.total for s in samples), sum(s.count for s in samples)
-
-
-class Avg(_Sampled):
-    """The windowed mean; NaN without samples."""
-
-    __slots__ = ()
-
-    def measure(self, now_ms: int) -> float:
-        total, count = self.parts(now_ms)
-        return total / count if count else NAN
-
-
-class Max(_Sampled):
-    """The windowed maximum; NaN without samples."""
-
-    __slots__ = ()
-
-    def measure(self, now_ms: int) -> float:
-        samples = self._live(now_ms)
-        if not any(s.count for s in samples):
-            return NAN
-        return float(max(s.max for s in samples))
-
-
-class Rate(_Sampled):
-    """The windowed sum per second (Java's ``Rate`` over a ``WindowedSum``); 0 without samples."""
-
-    __slots__ = ()
-
-    def measure(self, now_ms: int) -> float:
-        total, _ = self.parts(now_ms)
-        return total * 1000.0 / self.window_size_ms(now_ms)
-
-    def window_size_ms(self, now_ms: int) -> int:
-        """Elapsed time since the oldest sample, at least ``samples - 1`` windows and 1 ms."""
-        samples = self._live(now_ms)
-        oldest = min((s.start_ms for s in samples), default=now_ms)
-        elapsed = now_ms - oldest
-        missing = (self._n - 1) - elapsed // self._window_ms
-        if missing > 0:
-            elapsed += missing * self._window_ms
-        return max(elapsed, 1)
-
-
-Stat = Total | Avg | Max | Rate
-
-
-class Sensor:
-    """Named stats recorded together (Java's ``Sensor``): one ``record`` feeds them all."""
-
-    __slots__ = ("stats",)
-
-    def __init__(self, stats: Mapping[str, Stat]):
-        self.stats = dict(stats)
-
-    def record(self, value: float, now_ms: int, count: int = 1) -> None:
-        for stat in self.stats.values():
-            stat.record(value, now_ms, count)
-
-    def measure_into(self, now_ms: int, values: dict[str, float],
-                     averages: dict[str, tuple[float, int]], prefix: str = "") -> None:
-        """Write each stat's value (and each Avg's (sum, count), under ``prefix + name``)."""
-        for name, stat in self.stats.items():
-            if isinstance(stat, Avg):
-                total, count = stat.parts(now_ms)
-                averages[prefix + name] = (total, count)
-                values[name] = total / count if count else NAN
-            else:
-                values[name] = stat.measure(now_ms)
-
-
-# --- the producer's sensors ------------------------------------------------------------------
 
 class _Scope:
     """The sensors of one scope (the producer, a topic or a node), by sensor name."""
@@ -261,20 +101,6 @@ _NODE = {
     "produce-requests": {"produce-request-total": Total},
     "produce-partitions": {"produce-partition-total": Total},
 }
-
-_MAX_MERGED = frozenset({"batch-size-max", "record-queue-time-max", "request-latency-max",
-                         "metadata-age"})
-"""Metrics whose merge is the maximum (metadata-age: the stalest producer). Averages merge by
-their (sum, count); everything else (totals, rates, byte and thread gauges) adds up."""
-
-
-def _topic_key(topic: str, name: str) -> str:
-    return f"topic.{topic}.{name}"
-
-
-def _node_key(node_id: int, name: str) -> str:
-    return f"node-{node_id}.{name}"
-
 
 class ProducerMetrics:
     """One producer's metrics; see the module docstring. Thread safe."""
@@ -427,101 +253,58 @@ def _metadata_age_s(metadata: Any, now_ms: int) -> float:
     return NAN if last is None else (now_ms - last) / 1000.0
 
 
-# --- snapshots ---------------------------------------------------------------------------------
+class SenderMetrics(Protocol):
+    """The hooks the sender reports through: once per request, drain or failed/retried batch,
+    never per record. :class:`ProducerMetrics` implements them."""
 
-def _frozen(mapping: Mapping) -> Mapping:
-    return MappingProxyType(dict(mapping))
+    def on_produce_request(self, node_id: int, batches: Sequence[Any], now_ms: int) -> None: ...
 
+    def on_drain(self, now_ms: int) -> None: ...
 
-@dataclass(frozen=True)
-class MetricsSnapshot:
-    """Metric values at one instant, of one producer or merged from several.
+    def on_response(self, node_id: int, latency_ms: float) -> None: ...
 
-    - ``values``: the producer-level metrics, by Java name (``record-send-total`` ...).
-    - ``topics``: per topic, the topic-level metrics by Java name.
-    - ``nodes``: per node id, the node-level metrics (``request-latency-avg`` ...).
-    - ``averages``: for every average, its (sum, count) under its flat key (see
-      :meth:`as_dict`), so that :meth:`merge` weighs averages exactly.
+    def on_retry(self, topic: str, record_count: int) -> None: ...
 
-    Averages and maxima without samples are NaN; totals start at 0. Immutable and picklable.
-    """
+    def on_error(self, topic: str, record_count: int) -> None: ...
 
-    values: Mapping[str, float] = field(default_factory=dict)
-    topics: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    nodes: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
-    averages: Mapping[str, tuple[float, int]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "values", _frozen(self.values))
-        object.__setattr__(self, "topics", _frozen({t: _frozen(m) for t, m in self.topics.items()}))
-        object.__setattr__(self, "nodes", _frozen({n: _frozen(m) for n, m in self.nodes.items()}))
-        object.__setattr__(self, "averages", _frozen(self.averages))
-
-    def __reduce__(self):
-        return (MetricsSnapshot, (dict(self.values),
-                                  {t: dict(m) for t, m in self.topics.items()},
-                                  {n: dict(m) for n, m in self.nodes.items()},
-                                  dict(self.averages)))
-
-    def as_dict(self) -> dict[str, float]:
-        """Flat Java-style keys: ``name``, ``topic.<topic>.name``, ``node-<id>.name``."""
-        flat = dict(self.values)
-        for topic, metrics in self.topics.items():
-            flat.update((_topic_key(topic, name), value) for name, value in metrics.items())
-        for node, metrics in self.nodes.items():
-            flat.update((_node_key(node, name), value) for name, value in metrics.items())
-        return flat
-
-    def merge(self, other: MetricsSnapshot) -> MetricsSnapshot:
-        """Both snapshots combined: totals, rates and gauges add; maxima (and ``metadata-age``)
-        take the larger, ignoring NaN; averages are sum/count over both. Exact for averages."""
-        averages = dict(self.averages)
-        for key, (total, count) in other.averages.items():
-            mine = averages.get(key, (0.0, 0))
-            averages[key] = (mine[0] + total, mine[1] + count)
-        values = _merge_values(self.values, other.values, averages, "")
-        topics = _merge_scopes(self.topics, other.topics, averages, _topic_key)
-        nodes = _merge_scopes(self.nodes, other.nodes, averages, _node_key)
-        return MetricsSnapshot(values, topics, nodes, averages)
+    def on_split(self, topic: str) -> None: ...
 
 
-def merge_snapshots(snapshots: Iterable[MetricsSnapshot]) -> MetricsSnapshot:
-    """All ``snapshots`` merged (see :meth:`MetricsSnapshot.merge`); empty for none."""
-    merged = MetricsSnapshot()
-    for snapshot in snapshots:
-        merged = merged.merge(snapshot)
-    return merged
+class GuardedMetrics:
+    """The sender's view of its metrics: each hook forwards to ``metrics`` (nothing when None),
+    and an error in a hook is logged, never raised: a metrics bug must not stop the sender."""
 
+    __slots__ = ("_metrics",)
 
-def _merge_scopes(mine: Mapping, theirs: Mapping, averages: Mapping[str, tuple[float, int]],
-                  key: Callable[[Any, str], str]) -> dict:
-    merged = {}
-    for scope in mine.keys() | theirs.keys():
-        merged[scope] = _merge_values(mine.get(scope, {}), theirs.get(scope, {}), averages,
-                                      key(scope, ""))
-    return merged
+    def __init__(self, metrics: SenderMetrics | None):
+        self._metrics = metrics
 
+    def _call(self, hook: str, fn: Any, *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("error in producer metrics (%s)", hook)
 
-def _merge_values(mine: Mapping[str, float], theirs: Mapping[str, float],
-                  averages: Mapping[str, tuple[float, int]], prefix: str) -> dict[str, float]:
-    merged = dict(mine)
-    for name, value in theirs.items():
-        if name not in merged:
-            merged[name] = value
-        elif name in _MAX_MERGED:
-            merged[name] = _nan_max(merged[name], value)
-        else:
-            merged[name] = merged[name] + value
-    for name in merged:
-        parts = averages.get(prefix + name)
-        if parts is not None:
-            merged[name] = parts[0] / parts[1] if parts[1] else NAN
-    return merged
+    def on_produce_request(self, node_id: int, batches: Sequence[Any], now_ms: int) -> None:
+        if self._metrics is not None:
+            self._call("on_produce_request", self._metrics.on_produce_request, node_id, batches, now_ms)
 
+    def on_drain(self, now_ms: int) -> None:
+        if self._metrics is not None:
+            self._call("on_drain", self._metrics.on_drain, now_ms)
 
-def _nan_max(a: float, b: float) -> float:
-    if math.isnan(a):
-        return b
-    if math.isnan(b):
-        return a
-    return max(a, b)
+    def on_response(self, node_id: int, latency_ms: float) -> None:
+        if self._metrics is not None:
+            self._call("on_response", self._metrics.on_response, node_id, latency_ms)
+
+    def on_retry(self, topic: str, record_count: int) -> None:
+        if self._metrics is not None:
+            self._call("on_retry", self._metrics.on_retry, topic, record_count)
+
+    def on_error(self, topic: str, record_count: int) -> None:
+        if self._metrics is not None:
+            self._call("on_error", self._metrics.on_error, topic, record_count)
+
+    def on_split(self, topic: str) -> None:
+        if self._metrics is not None:
+            self._call("on_split", self._metrics.on_split, topic)

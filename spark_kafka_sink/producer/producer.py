@@ -45,7 +45,8 @@ from .arrow_input import DEFAULT, ArrowSendResult, resolve_columns, timestamps_m
 from .buffer_pool import BufferPool
 from .future import RecordFuture
 from .transaction_manager import TransactionManager
-from .metrics import MetricsSnapshot, ProducerMetrics
+from .metrics import ProducerMetrics
+from .metrics_snapshot import MetricsSnapshot
 from .partitioner import StickyPartitioner, TopicPartitions, check_partition, partition_for_key
 from .sender import Sender, SenderSettings
 from .topics import check_topic

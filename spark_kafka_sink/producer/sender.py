@@ -57,6 +57,7 @@ from ..protocol.apis import PRODUCE
 from ..structs import TopicPartition
 from .accumulator import NO_DELAY_LIMIT_MS, ReadyCheckResult, RecordAccumulator
 from .transaction_manager import TransactionManager
+from .metrics import GuardedMetrics, SenderMetrics
 from .produce_handler import PartitionResult, batch_error, partition_results, produce_request_body
 from .producer_batch import ProducerBatch
 from .txn_requests import InitProducerIdHandler, TxnRequestSender
@@ -101,14 +102,14 @@ class Sender:
 
     def __init__(self, *, client: NetworkClient, metadata: Metadata, accumulator: RecordAccumulator,
                  clock: Clock, settings: SenderSettings, idempotence: TransactionManager | None = None,
-                 metrics: Any = None):
+                 metrics: SenderMetrics | None = None):
         self._client = client
         self._metadata = metadata
         self._accumulator = accumulator
         self._clock = clock
         self._settings = settings
         self._idempotence = idempotence
-        self._metrics = metrics
+        self._metrics = GuardedMetrics(metrics)
         self._guarantee_order = settings.max_in_flight_requests_per_connection == 1
         self._in_flight: dict[TopicPartition, list[ProducerBatch]] = {}
         self._txn_requests = None if idempotence is None else TxnRequestSender(
@@ -332,7 +333,7 @@ class Sender:
                 self._send_produce_request(node_id, batches, now_ms)
                 sent = True
         if sent:
-            self._record_metric("on_drain", now_ms)
+            self._metrics.on_drain(now_ms)
         return sent
 
     def _send_produce_request(self, node_id: int, batches: list[ProducerBatch], now_ms: int) -> None:
@@ -362,7 +363,7 @@ class Sender:
             batch.in_flight = True
             if self._guarantee_order:
                 self._accumulator.mute(batch.topic_partition)
-        self._record_metric("on_produce_request", node_id, batches, now_ms)
+        self._metrics.on_produce_request(node_id, batches, now_ms)
 
     def _poll_timeout(self, result: ReadyCheckResult, ready: ReadyNodes, sent: bool,
                       now_ms: int) -> int:
@@ -382,7 +383,7 @@ class Sender:
         """Runs inside ``client.poll``: decide every batch of the request."""
         now_ms = response.received_ms
         if not response.disconnected and response.latency_ms is not None:
-            self._record_metric("on_response", response.node_id, response.latency_ms)
+            self._metrics.on_response(response.node_id, response.latency_ms)
         results = partition_results(response, batches)
         for tp, batch in batches.items():
             batch.in_flight = False
@@ -430,7 +431,7 @@ class Sender:
         parts = self._accumulator.split_and_reenqueue(batch, now_ms)
         self._remove_and_deallocate(batch)
         log.debug("split the batch for %s into %d", batch.topic_partition, len(parts))
-        self._record_metric("on_split", batch.topic_partition.topic)
+        self._metrics.on_split(batch.topic_partition.topic)
 
     def _can_retry(self, batch: ProducerBatch, result: PartitionResult, now_ms: int) -> bool:
         if (batch.has_reached_delivery_timeout(self._settings.delivery_timeout_ms, now_ms)
@@ -450,7 +451,7 @@ class Sender:
     def _fail_batch(self, batch: ProducerBatch, exc: BaseException, *,
                     adjust_sequence_numbers: bool) -> None:
         if not batch.is_done:
-            self._record_metric("on_error", batch.topic_partition.topic, batch.record_count)
+            self._metrics.on_error(batch.topic_partition.topic, batch.record_count)
         if self._idempotence is not None:
             self._idempotence.handle_failed_batch(batch, exc, adjust_sequence_numbers)
         if batch.fail(exc):
@@ -459,16 +460,7 @@ class Sender:
     def _reenqueue_batch(self, batch: ProducerBatch, now_ms: int) -> None:
         self._accumulator.reenqueue(batch, now_ms)
         self._remove_in_flight(batch)
-        self._record_metric("on_retry", batch.topic_partition.topic, batch.record_count)
-
-    def _record_metric(self, name: str, *args: Any) -> None:
-        """Call ``metrics.<name>(*args)`` if there are metrics; a metrics bug is only logged."""
-        if self._metrics is None:
-            return
-        try:
-            getattr(self._metrics, name)(*args)
-        except Exception:
-            log.exception("error in producer metrics (%s)", name)
+        self._metrics.on_retry(batch.topic_partition.topic, batch.record_count)
 
     def _remove_and_deallocate(self, batch: ProducerBatch) -> None:
         self._remove_in_flight(batch)

@@ -3,7 +3,7 @@
 Every successful task produces one :class:`SinkTaskMetrics` (its records acknowledged, failed
 and retried, bytes, batches, requests, request latency as (sum, count), and records per topic),
 built by :func:`task_metrics` from the task's own outcome and the delta of its producer's
-:class:`~spark_kafka_sink.producer.metrics.MetricsSnapshot` over the task.
+:class:`~spark_kafka_sink.producer.metrics_snapshot.MetricsSnapshot` over the task.
 
 On classic Spark the tasks add them to an accumulator (:class:`SinkMetricsParam`); a task adds
 its figures only once it has flushed and checked every record, so a failed attempt adds nothing
@@ -139,7 +139,7 @@ def task_metrics(before: Any, after: Any, *, records_sent: int, records_failed: 
                  topics: Mapping[str, int], attempt: int = 0,
                  producer_created: bool = False) -> SinkTaskMetrics:
     """One task's figures: its own counts, plus the producer deltas from snapshot ``before`` to
-    ``after`` (:class:`~spark_kafka_sink.producer.metrics.MetricsSnapshot`). ``attempt`` is the
+    ``after`` (:class:`~spark_kafka_sink.producer.metrics_snapshot.MetricsSnapshot`). ``attempt`` is the
     task's Spark attempt number; ``producer_created`` whether its lease created the producer."""
 
     def total(name: str) -> float:

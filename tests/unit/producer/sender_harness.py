@@ -44,7 +44,7 @@ class MidpointRandom(random.Random):
 
 
 class RecordingMetrics:
-    """The five calls the sender makes, recorded."""
+    """The six calls the sender makes (``SenderMetrics``), recorded."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, tuple]] = []
@@ -63,6 +63,9 @@ class RecordingMetrics:
 
     def on_error(self, topic, record_count):
         self.calls.append(("error", (topic, record_count)))
+
+    def on_split(self, topic):
+        self.calls.append(("split", (topic,)))
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]

@@ -30,16 +30,11 @@ LIMIT = 300          # the brokers' max.message.bytes
 TOO_LARGE = 10
 
 
-class SplitMetrics(RecordingMetrics):
-    def on_split(self, topic):
-        self.calls.append(("split", (topic,)))
-
-
 class LimitedHarness(Harness):
     """Brokers that refuse a record batch over ``max_message_bytes`` bytes (as sent)."""
 
     def __init__(self, *, max_message_bytes: int = LIMIT, **kwargs):
-        kwargs.setdefault("metrics", SplitMetrics())
+        self.metrics = kwargs.setdefault("metrics", RecordingMetrics())
         super().__init__(**kwargs)
         self.max_message_bytes = max_message_bytes
         self.refused: list[int] = []     # record counts of the batches refused
@@ -88,8 +83,8 @@ def test_a_refused_batch_is_split_until_every_part_fits_and_all_records_arrive_i
     assert [f.result(0).offset for f in futures] == list(range(12))
     assert h.values() == values
     assert all(len(b[T0].records) < 12 for b in h.produce_batches()[1:])
-    assert h.sender._metrics.names().count("split") == len(h.refused)
-    assert "error" not in h.sender._metrics.names() and "retry" not in h.sender._metrics.names()
+    assert h.metrics.names().count("split") == len(h.refused)
+    assert "error" not in h.metrics.names() and "retry" not in h.metrics.names()
     assert h.pool.available_memory == MEMORY
 
 
@@ -106,7 +101,7 @@ def test_only_the_record_that_is_itself_too_large_fails_naming_partition_and_siz
     good = [f for i, f in enumerate(futures) if i != 3]
     assert [f.result(0).offset for f in good] == list(range(7))
     assert h.values() == values[:3] + values[4:]
-    assert h.sender._metrics.calls.count(("error", ("t", 1))) == 1
+    assert h.metrics.calls.count(("error", ("t", 1))) == 1
     assert h.pool.available_memory == MEMORY
 
 
@@ -116,7 +111,7 @@ def test_a_single_record_batch_is_not_split():
     [future] = h.send([b"X" * 500])
     h.settle([future])
     assert isinstance(future.exception(0), RecordTooLargeError)
-    assert h.refused == [1] and "split" not in h.sender._metrics.names()
+    assert h.refused == [1] and "split" not in h.metrics.names()
 
 
 def test_timestamps_keys_and_headers_survive_the_split():

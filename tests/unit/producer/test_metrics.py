@@ -9,9 +9,9 @@ import threading
 import pytest
 
 from spark_kafka_sink.producer.buffer_pool import BufferPool
-from spark_kafka_sink.producer.metrics import (
-    Avg, Max, MetricsSnapshot, ProducerMetrics, Rate, Sensor, Total, merge_snapshots,
-)
+from spark_kafka_sink.producer.metrics import GuardedMetrics, ProducerMetrics
+from spark_kafka_sink.producer.metrics_snapshot import MetricsSnapshot, merge_snapshots
+from spark_kafka_sink.producer.stats import Avg, Max, Rate, Sensor, Total
 from spark_kafka_sink.producer.producer_batch import ProducerBatch
 from spark_kafka_sink.record import RecordBatchBuilder
 from spark_kafka_sink.record.layout import HEADER_SIZE
@@ -395,3 +395,18 @@ def test_concurrent_updates_keep_exact_totals(metrics, clock):
     assert snap.topics["a"]["byte-total"] == n * shared.size_in_bytes
     assert all(snap.nodes[i]["request-total"] == rounds for i in range(threads_n))
     assert all(snap.topics[f"t{i}"]["record-error-total"] == rounds for i in range(threads_n))
+
+
+def test_the_sender_sees_its_metrics_through_guarded_hooks_that_never_raise(caplog):
+    class Broken:
+        def __getattr__(self, name):
+            def hook(*args):
+                raise RuntimeError(f"bug in {name}")
+            return hook
+
+    guarded = GuardedMetrics(Broken())
+    guarded.on_drain(0)
+    guarded.on_split("t")
+    assert "error in producer metrics (on_drain)" in caplog.text
+    assert "error in producer metrics (on_split)" in caplog.text
+    GuardedMetrics(None).on_produce_request(1, [], 0)          # no metrics: nothing to do

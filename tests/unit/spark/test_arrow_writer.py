@@ -15,7 +15,7 @@ import pytest
 
 from spark_kafka_sink.errors import InvalidPartitionError, NotLeaderOrFollowerError
 from spark_kafka_sink.producer.arrow_input import DEFAULT, ArrowSendResult, resolve_columns
-from spark_kafka_sink.producer.metrics import MetricsSnapshot
+from spark_kafka_sink.producer.metrics_snapshot import MetricsSnapshot
 from spark_kafka_sink.spark.arrow_writer import (
     STATS_SCHEMA,
     ArrowWriter,

@@ -9,7 +9,7 @@ import pickle
 import pytest
 
 from spark_kafka_sink import KafkaSink
-from spark_kafka_sink.producer.metrics import MetricsSnapshot
+from spark_kafka_sink.producer.metrics_snapshot import MetricsSnapshot
 from spark_kafka_sink.spark.metrics import SinkMetricsParam, SinkTaskMetrics, format_line, task_metrics
 from spark_kafka_sink.spark.partition_writer import PartitionWriteError
 from spark_kafka_sink.spark.rows import RowError

@@ -18,7 +18,7 @@ from spark_kafka_sink.spark.partition_writer import (
 )
 from spark_kafka_sink.spark.rows import RowError
 from spark_kafka_sink.spark.schema import Column, Kind, WriteSchema
-from spark_kafka_sink.producer.metrics import MetricsSnapshot
+from spark_kafka_sink.producer.metrics_snapshot import MetricsSnapshot
 from spark_kafka_sink.producer.tally import DeliveryTally
 from spark_kafka_sink.structs import TopicPartition
 
