@@ -2,8 +2,14 @@
 
 What it does (Java's ``RecordAccumulator``; DESIGN.md §4):
 
-- ``append`` adds a record to the last open batch of its partition's deque, or starts a new batch
+- ``append_to`` (one record path: ``send()`` with a key or partition; ``append`` is it by
+  partition) adds a record to the last open batch of its partition's deque, or starts a new batch
   with memory from the :class:`~.buffer_pool.BufferPool` (which may block up to ``max_block_ms``).
+  ``append_sticky`` does the same on the sticky partition (records without key or partition),
+  ``append_batch`` queues a batch built whole (``send_arrow``).
+- ``IncompleteBatches`` holds every batch not done yet, queued or in flight: what ``flush`` waits
+  for and a forced close fails (``abort_incomplete_batches``; ``abort_undrained_batches`` fails
+  the queued ones only, with the same sweep).
 - ``ready`` names the leader nodes with something sendable: a partition's first batch is full,
   or has waited ``linger.ms`` (a retried batch: its retry backoff instead), or a flush is in
   progress, or memory is exhausted (senders are blocked in the pool), or the accumulator is
@@ -98,7 +104,7 @@ class RecordAppendResult:
 
     Treat as immutable. Not ``frozen``: a frozen dataclass costs ~0.5 µs more to construct (it
     assigns through ``object.__setattr__``), and one is made per record (except by
-    :meth:`RecordAccumulator.append_to_tuple`, which send() uses for a keyed or explicit partition).
+    :meth:`RecordAccumulator.append_to`, which send() uses for a keyed or explicit partition).
     """
 
     future: RecordFuture
@@ -115,6 +121,36 @@ class ReadyCheckResult:
     ready_nodes: frozenset[int]
     next_ready_check_delay_ms: int
     unknown_leader_topics: frozenset[str]
+
+
+class IncompleteBatches:
+    """Every batch not done yet, queued or in flight (Java's ``IncompleteBatches``): what flush
+    waits for and a forced close fails. Thread safe."""
+
+    __slots__ = ("_batches", "_lock")
+
+    def __init__(self) -> None:
+        self._batches: set[ProducerBatch] = set()
+        self._lock = threading.Lock()
+
+    def add(self, batch: ProducerBatch) -> None:
+        with self._lock:
+            self._batches.add(batch)
+
+    def add_all(self, batches: Iterable[ProducerBatch]) -> None:
+        with self._lock:
+            self._batches.update(batches)
+
+    def remove(self, batch: ProducerBatch) -> None:
+        with self._lock:
+            self._batches.discard(batch)
+
+    def copy_all(self) -> list[ProducerBatch]:
+        with self._lock:
+            return list(self._batches)
+
+    def __bool__(self) -> bool:
+        return bool(self._batches)
 
 
 class _PartitionQueue:
@@ -163,8 +199,7 @@ class RecordAccumulator:
         self._partitioner = partitioner
         self._topics: dict[str, dict[int, _PartitionQueue]] = {}  # copy-on-write
         self._topics_lock = threading.Lock()
-        self._incomplete: set[ProducerBatch] = set()
-        self._incomplete_lock = threading.Lock()
+        self._incomplete = IncompleteBatches()
         self._flushes_in_progress = 0
         self._flush_lock = threading.Lock()
         self._closed = False
@@ -212,33 +247,24 @@ class RecordAccumulator:
 
     def append(self, tp: TopicPartition, timestamp_ms: int, key, value, headers,
                callback: SendCallback | None, max_block_ms: int, now_ms: int) -> RecordAppendResult:
-        """Add a record to ``tp``; may block up to ``max_block_ms`` for memory.
+        """Add a record to ``tp``; may block up to ``max_block_ms`` for memory. :meth:`append_to`
+        (the one record path) looked up by partition, its outcome as a result object.
 
         Raises :class:`ProducerClosedError` after ``close()``, :class:`BufferExhaustedError` when
         no memory was freed in time, ``TypeError``/``ValueError`` for a malformed record.
         """
-        return self.append_to(self.partition_queue(tp), timestamp_ms, key, value, headers, callback,
-                              max_block_ms, now_ms)
+        return RecordAppendResult(*self.append_to(self.partition_queue(tp), timestamp_ms, key, value,
+                                                  headers, callback, max_block_ms, now_ms))
 
     def append_to(self, queue: _PartitionQueue, timestamp_ms: int, key, value, headers,
                   callback: SendCallback | None, max_block_ms: int,
-                  now_ms: int) -> RecordAppendResult:
-        """:meth:`append` to a queue handle from :meth:`partition_queue` (the same steps)."""
-        with queue.lock:
-            result = self._try_append(queue, timestamp_ms, key, value, headers, callback, now_ms)
-            if result is not None:
-                return result
-        return self._append_allocating(queue, timestamp_ms, key, value, headers, callback,
-                                       max_block_ms, now_ms)
-
-    def append_to_tuple(self, queue: _PartitionQueue, timestamp_ms: int, key, value, headers,
-                        callback: SendCallback | None, max_block_ms: int,
-                        now_ms: int) -> tuple[RecordFuture, bool, bool]:
-        """:meth:`append_to` for ``send()``: ``(future, batch_is_full, new_batch_created)`` as a
-        plain tuple. The common case (room in the last batch) is :meth:`_try_append` inlined,
-        without a :class:`RecordAppendResult`: that and the extra call were ~0.3 µs per record.
-        The same steps, checks and errors as :meth:`append_to`; a fresh tuple per call, so
-        concurrent appends share nothing."""
+                  now_ms: int) -> tuple[RecordFuture, bool, bool, int]:
+        """Add a record to a queue handle from :meth:`partition_queue`: the one record path
+        (``send()`` takes it for a keyed or explicit partition; :meth:`append` is it by
+        partition). Returns ``(future, batch_is_full, new_batch_created, appended_bytes)``, the
+        fields of :class:`RecordAppendResult`, as a plain tuple: the common case (room in the
+        last batch) is :meth:`_try_append` inlined, without a result object, ~0.3 µs less per
+        record. A fresh tuple per call, so concurrent appends share nothing."""
         with queue.lock:
             if self._closed:
                 raise self._closed_error()
@@ -247,17 +273,18 @@ class RecordAccumulator:
                 last = batches[-1]
                 future = last.try_append(timestamp_ms, key, value, headers, callback, now_ms)
                 if future is not None:
-                    return future, len(batches) > 1 or last.last_append_filled, False
+                    return (future, len(batches) > 1 or last.last_append_filled, False,
+                            last.last_append_size)
                 last.close_for_appends()
         result = self._append_allocating(queue, timestamp_ms, key, value, headers, callback,
                                          max_block_ms, now_ms)
-        return result.future, result.batch_is_full, result.new_batch_created
+        return result.future, result.batch_is_full, result.new_batch_created, result.appended_bytes
 
     def _append_allocating(self, queue: _PartitionQueue, timestamp_ms: int, key, value, headers,
                            callback: SendCallback | None, max_block_ms: int,
                            now_ms: int) -> RecordAppendResult:
-        """The rest of :meth:`append_to` when the last batch had no room: lease memory (may
-        block), then start a batch unless another thread did meanwhile."""
+        """The rest of an append when the last batch had no room: lease memory (may block),
+        then start a batch unless another thread did meanwhile."""
         lease, now_ms = self._allocate(key, value, headers, max_block_ms, now_ms)
         try:
             with queue.lock:
@@ -376,8 +403,7 @@ class RecordAccumulator:
         if self._one_record_per_batch:
             batch.close_for_appends()
         queue.batches.append(batch)
-        with self._incomplete_lock:
-            self._incomplete.add(batch)
+        self._incomplete.add(batch)
         return RecordAppendResult(future, len(queue.batches) > 1 or batch.is_full, True,
                                   batch.estimated_size_in_bytes)
 
@@ -406,8 +432,7 @@ class RecordAccumulator:
                 batch.completion.count_for(tally, 0, builder.record_count)
                 batches.append(batch)
                 lease = None  # the batch owns it now
-                with self._incomplete_lock:
-                    self._incomplete.add(batch)
+                self._incomplete.add(batch)
                 return batch
         finally:
             self._pool.deallocate(lease)
@@ -592,8 +617,7 @@ class RecordAccumulator:
         parts = big.split(target, compression_type=self._compression_type,
                           compression_level=self._compression_level)
         self._share_lease(big, parts)
-        with self._incomplete_lock:
-            self._incomplete.update(parts)
+        self._incomplete.add_all(parts)
         if self._idempotence is not None:
             for part in parts:
                 self._idempotence.add_in_flight(part)
@@ -678,8 +702,7 @@ class RecordAccumulator:
         """Wait until every batch incomplete at the call is done and its callbacks have run;
         ``False`` if ``timeout_ms`` passed first. Ends the flush begun by ``begin_flush``."""
         try:
-            with self._incomplete_lock:
-                completions = [batch.completion for batch in self._incomplete]
+            completions = [batch.completion for batch in self._incomplete.copy_all()]
             deadline = None if timeout_ms is None else self._clock.monotonic_ms() + timeout_ms
             for completion in completions:
                 remaining = None if deadline is None else max(0, deadline - self._clock.monotonic_ms())
@@ -729,8 +752,7 @@ class RecordAccumulator:
 
     def deallocate(self, batch: ProducerBatch) -> None:
         """A batch is done: forget it and give its memory back to the pool (once)."""
-        with self._incomplete_lock:
-            self._incomplete.discard(batch)
+        self._incomplete.remove(batch)
         lease, batch.buffer = batch.buffer, None
         self._pool.deallocate(lease)
 
@@ -738,29 +760,28 @@ class RecordAccumulator:
         """Fail every batch not done yet, queued or in flight (a forced close), and free their
         memory. Closes the accumulator first, so no append can add a batch behind the sweep."""
         self.close()
-        aborted: list[ProducerBatch] = []
-        for queue in self._all_queues():
-            with queue.lock:
-                aborted.extend(queue.batches)
-                queue.batches.clear()
-        seen = set(aborted)
-        with self._incomplete_lock:
-            aborted.extend(batch for batch in self._incomplete if batch not in seen)
-        for batch in aborted:
-            batch.close_for_appends()
-            batch.fail(exception)
-            self.deallocate(batch)
+        queued = self._take_queued()
+        seen = set(queued)
+        self._abort(queued + [batch for batch in self._incomplete.copy_all() if batch not in seen],
+                    exception)
 
     def abort_undrained_batches(self, exception: BaseException) -> None:
         """Fail every batch still waiting in a deque and free its memory (the producer hit a fatal
         error). Batches in flight are the sender's to fail. The accumulator stays open, so later
         appends are failed the same way by the sender's next loop."""
-        aborted: list[ProducerBatch] = []
+        self._abort(self._take_queued(), exception)
+
+    def _take_queued(self) -> list[ProducerBatch]:
+        """Empty every deque; the batches that were in them."""
+        taken: list[ProducerBatch] = []
         for queue in self._all_queues():
             with queue.lock:
-                aborted.extend(queue.batches)
+                taken.extend(queue.batches)
                 queue.batches.clear()
-        for batch in aborted:
+        return taken
+
+    def _abort(self, batches: list[ProducerBatch], exception: BaseException) -> None:
+        for batch in batches:
             batch.close_for_appends()
             batch.fail(exception)
             self.deallocate(batch)

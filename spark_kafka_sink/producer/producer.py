@@ -264,7 +264,7 @@ class KafkaProducer:
                     now_ms = clock.monotonic_ms()
                     remaining_ms = max(0, remaining_ms - (now_ms - start_ms))
             queue = route.queues[partition] or route.queue(self._accumulator, partition)
-            future, batch_is_full, new_batch_created = self._accumulator.append_to_tuple(
+            future, batch_is_full, new_batch_created, _ = self._accumulator.append_to(
                 queue, timestamp_ms, key, value, headers, callback, remaining_ms, now_ms)
         if batch_is_full:
             self._sender.wakeup()

@@ -589,44 +589,23 @@ def test_append_to_a_queue_handle_is_append_to_its_partition():
     for i in range(40):
         value = b"v" * (30 + 7 * i)
         a = general.accumulator.append(T0, TS + i, b"key", value, None, None, 0, general.now)
-        b = handle_path.accumulator.append_to(queue, TS + i, b"key", value, None, None, 0,
-                                              handle_path.now)
+        future, batch_is_full, new_batch_created, appended_bytes = handle_path.accumulator.append_to(
+            queue, TS + i, b"key", value, None, None, 0, handle_path.now)
         assert (a.batch_is_full, a.new_batch_created, a.appended_bytes) == \
-            (b.batch_is_full, b.new_batch_created, b.appended_bytes)
-        assert a.future.topic_partition == b.future.topic_partition == T0
+            (batch_is_full, new_batch_created, appended_bytes)
+        assert a.future.topic_partition == future.topic_partition == T0
         last = handle_path.accumulator.queued_batches(T0)[-1]
-        assert last.last_append_filled == last.is_full or b.new_batch_created
+        assert last.last_append_filled == last.is_full or new_batch_created
     assert [batch.records() if batch.close() is None else None
             for batch in general.accumulator.queued_batches(T0)] == \
         [batch.records() if batch.close() is None else None
          for batch in handle_path.accumulator.queued_batches(T0)]
 
 
-def test_append_to_tuple_matches_append_to_record_for_record():
-    """send()'s tuple fast path: the same futures, flags and batches as append_to, through a
-    batch filling up, new batches, a callback and a closed accumulator."""
-    plain, fast = setup(), setup()
-    plain_queue = plain.accumulator.partition_queue(T0)
-    fast_queue = fast.accumulator.partition_queue(T0)
-    seen: list = []
-    for i in range(60):
-        key = None if i % 7 == 0 else b"key%d" % i
-        value = b"v" * (10 + 13 * i % 200)
-        callback = seen.append if i % 5 == 0 else None
-        expected = plain.accumulator.append_to(plain_queue, TS + i, key, value, None, callback, 0,
-                                               plain.now)
-        future, batch_is_full, new_batch_created = fast.accumulator.append_to_tuple(
-            fast_queue, TS + i, key, value, None, callback, 0, fast.now)
-        assert (batch_is_full, new_batch_created) == (expected.batch_is_full, expected.new_batch_created)
-        assert (future._index, future._timestamp_ms, future._key_size, future._value_size,
-                future._callback) == (expected.future._index, expected.future._timestamp_ms,
-                                      expected.future._key_size, expected.future._value_size,
-                                      expected.future._callback)
-    assert fast.accumulator.queue_size(T0) == plain.accumulator.queue_size(T0) > 2
-    for a, b in zip(plain.accumulator.queued_batches(T0), fast.accumulator.queued_batches(T0)):
-        a.close()
-        b.close()
-        assert a.records() == b.records()
-    fast.accumulator.close()
+def test_append_to_refuses_records_once_closed():
+    s = setup()
+    queue = s.accumulator.partition_queue(T0)
+    s.accumulator.append_to(queue, TS, b"k", b"v", None, None, 0, s.now)
+    s.accumulator.close()
     with pytest.raises(ProducerClosedError, match="Producer closed while send in progress"):
-        fast.accumulator.append_to_tuple(fast_queue, TS, b"k", b"v", None, None, 0, fast.now)
+        s.accumulator.append_to(queue, TS, b"k", b"v", None, None, 0, s.now)

@@ -2,10 +2,12 @@
 decoded: each must be a valid batch whose records have offset deltas 0..n-1, and every record
 must be in exactly one of them. This is what the per-deque lock (Java synchronises on the deque)
 guarantees; without it, two threads append into the same batch at once. A tiny GIL switch
-interval makes the threads interleave inside ``append_to_tuple``."""
+interval makes the threads interleave inside ``append_to``; the sticky path (records without a
+key), which takes the same lock its own way, gets the same check."""
 
 from __future__ import annotations
 
+import random
 import sys
 import threading
 
@@ -13,6 +15,7 @@ import pytest
 
 from spark_kafka_sink.producer.accumulator import RecordAccumulator
 from spark_kafka_sink.producer.buffer_pool import BufferPool
+from spark_kafka_sink.producer.partitioner import StickyPartitioner, TopicPartitions
 from spark_kafka_sink.record import read_batches
 from spark_kafka_sink.structs import TopicPartition
 
@@ -61,11 +64,12 @@ def _check_batches(accumulator: RecordAccumulator) -> None:
         assert mine == [f"{thread}:{i}".encode() for i in range(PER_THREAD)]
 
 
-def _accumulator() -> RecordAccumulator:
+def _accumulator(**options) -> RecordAccumulator:
     clock = FakeClock()
     return RecordAccumulator(batch_size=4096, linger_ms=0, retry_backoff_ms=100,
                              retry_backoff_max_ms=1000, delivery_timeout_ms=120_000,
-                             buffer_pool=BufferPool(64 << 20, 4096, clock=clock), clock=clock)
+                             buffer_pool=BufferPool(64 << 20, 4096, clock=clock), clock=clock,
+                             **options)
 
 
 def test_concurrent_sends_into_one_partition_make_valid_batches(tiny_switch_interval):
@@ -73,17 +77,18 @@ def test_concurrent_sends_into_one_partition_make_valid_batches(tiny_switch_inte
     queue = accumulator.partition_queue(TP)             # send() caches this handle per partition
 
     def append(value: bytes) -> None:
-        accumulator.append_to_tuple(queue, 1_700_000_000_000, b"k", value, None, None, 0, 0)
+        accumulator.append_to(queue, 1_700_000_000_000, b"k", value, None, None, 0, 0)
 
     _appends_from_threads(append)
     _check_batches(accumulator)
 
 
-def test_concurrent_appends_through_append_make_valid_batches(tiny_switch_interval):
-    accumulator = _accumulator()
+def test_concurrent_sticky_appends_make_valid_batches(tiny_switch_interval):
+    accumulator = _accumulator(partitioner=StickyPartitioner(4096, rng=random.Random(1)))
+    view = TopicPartitions(1, (0,))                     # one partition: every record goes to TP
 
     def append(value: bytes) -> None:
-        accumulator.append(TP, 1_700_000_000_000, None, value, None, None, 0, 0)
+        accumulator.append_sticky("t", view, 1_700_000_000_000, None, value, None, None, 0, 0)
 
     _appends_from_threads(append)
     _check_batches(accumulator)
