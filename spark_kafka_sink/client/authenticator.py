@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import AuthenticationError, error_for
-from ..protocol.api import ApiMessage
+from ..protocol.api_message import ApiMessage
 from ..protocol.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from .jaas import SaslCredentials
 from .sasl import SaslMechanism, mechanism_for

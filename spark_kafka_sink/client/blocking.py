@@ -24,9 +24,9 @@ from ..errors import (
     AuthenticationError, KafkaConnectionError, KafkaError, ProtocolError, SslAuthenticationError,
     raise_for_code,
 )
-from ..protocol.api import ApiMessage
+from ..protocol.api_message import ApiMessage
 from ..protocol.apis import API_VERSIONS
-from ..protocol.frames import DEFAULT_MAX_FRAME_BYTES
+from ..protocol.frame_buffer import DEFAULT_MAX_FRAME_BYTES
 from ..protocol.framing import ClientFraming
 from ..protocol.values import Struct
 from ..protocol.versions import VersionRange, negotiate

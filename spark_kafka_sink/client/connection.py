@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any, Iterator, Mapping
 
 from ..errors import UnsupportedVersionError
-from ..protocol.api import ApiMessage
+from ..protocol.api_message import ApiMessage
 from ..protocol.framing import ClientFraming, OutgoingRequest, Response
 from ..protocol.values import Struct
 from ..protocol.versions import VersionRange, negotiate

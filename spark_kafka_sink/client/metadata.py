@@ -50,7 +50,7 @@ from ..errors import (
     BrokerResponseError, InvalidPartitionError, KafkaError, MetadataTimeoutError, error_for, for_code,
 )
 from .backoff import ExponentialBackoff, UniformSource
-from .cluster import ClusterSnapshot
+from .cluster_snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ from ..errors import (
     ProtocolError, SslAuthenticationError, UnsupportedVersionError,
 )
 from ..protocol.apis import API_VERSIONS, METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE
-from ..protocol.frames import DEFAULT_MAX_FRAME_BYTES
+from ..protocol.frame_buffer import DEFAULT_MAX_FRAME_BYTES
 from ..protocol.framing import Response
 from ..structs import Node
 from .api_versions import FIRST_VERSION, api_versions_body, interpret_api_versions

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Callable, Mapping
 
-from ..protocol.api import ApiMessage
+from ..protocol.api_message import ApiMessage
 from ..protocol.values import Struct
 
 

@@ -20,7 +20,7 @@ _EXPORTS = {
     "DEFAULT_KAFKA_VERSION": "jars",
     "KafkaJars": "jars",
     "resolve_kafka_jars": "jars",
-    "EmbeddedKafka": "cluster",
+    "EmbeddedKafka": "embedded_kafka",
     "BrokerSecurity": "security",
     "TlsMaterial": "security",
     "KafkaNode": "node",
@@ -49,7 +49,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from .cluster import EmbeddedKafka
+    from .embedded_kafka import EmbeddedKafka
     from .errors import (BrokerLaunchError, BrokerStartError, JarResolutionError, JavaNotFoundError,
                          PortInUseError, StorageFormatError)
     from .jars import DEFAULT_KAFKA_VERSION, KafkaJars, resolve_kafka_jars

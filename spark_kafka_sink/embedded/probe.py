@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..client.blocking import BlockingConnection
-from ..client.cluster import ClusterSnapshot
+from ..client.cluster_snapshot import ClusterSnapshot
 from ..errors import raise_for_code
 from ..protocol.apis import METADATA
 from .config import HOST

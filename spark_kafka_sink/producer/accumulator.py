@@ -82,7 +82,7 @@ from .transaction_manager import TransactionManager
 from .producer_batch import ProducerBatch
 
 if TYPE_CHECKING:
-    from ..client.cluster import ClusterSnapshot
+    from ..client.cluster_snapshot import ClusterSnapshot
     from .partitioner import StickyPartitioner, TopicView
 
 log = logging.getLogger(__name__)
@@ -494,8 +494,8 @@ class RecordAccumulator:
             fed = (count, loads)
             if self._fed_loads.get(topic) == fed and not self._partitioner.availability_timeout_ms:
                 return
-            from .partitioner import PartitionQueue
-            queues = [PartitionQueue(partition, size, leader) for partition, size, leader in loads]
+            from .partitioner import PartitionLoad
+            queues = [PartitionLoad(partition, size, leader) for partition, size, leader in loads]
             self._partitioner.update_load_stats(topic, queues, count, self._node_latency)
             self._fed_loads[topic] = fed
 

@@ -334,8 +334,10 @@ class TopicPartitions:
 
 
 @dataclass(frozen=True)
-class PartitionQueue:
-    """One partition's queue as the accumulator saw it in ``ready()``.
+class PartitionLoad:
+    """One partition's load (its queue length) as the accumulator saw it in ``ready()``; the
+    adaptive partitioner weighs partitions by it (not the deque itself: that is the accumulator's
+    ``_PartitionQueue``).
 
     ``queue_size`` is the number of batches in its deque; ``leader`` the leader node id, or
     ``None`` when it has none (the partition is then left out of the load stats).
@@ -514,7 +516,7 @@ class StickyPartitioner:
 
     # -- adaptive load stats -------------------------------------------------------------
 
-    def update_load_stats(self, topic: str, queues: Sequence[PartitionQueue], num_partitions: int,
+    def update_load_stats(self, topic: str, queues: Sequence[PartitionLoad], num_partitions: int,
                           node_latency: Mapping[int, NodeLatency] | None = None) -> None:
         """Rebuild the topic's adaptive weights from ``ready()`` (Java's ``partitionReady``).
 

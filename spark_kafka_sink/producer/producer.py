@@ -27,7 +27,7 @@ import numbers
 import threading
 from typing import Any, Mapping
 
-from ..client.cluster import ClusterSnapshot, PartitionInfo
+from ..client.cluster_snapshot import ClusterSnapshot, PartitionInfo
 from ..client.metadata import Metadata
 from ..client.network_client import NetworkClient, NetworkSettings
 from ..client.selector import Selectable, Selector, transport_factory_for

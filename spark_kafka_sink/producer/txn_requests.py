@@ -27,7 +27,7 @@ from typing import Any
 from .. import errors
 from ..client.network_client import NetworkClient
 from ..client.requests import ClientRequest, ClientResponse
-from ..protocol.api import ApiMessage
+from ..protocol.api_message import ApiMessage
 from ..protocol.apis import INIT_PRODUCER_ID
 from .transaction_manager import ProducerIdState, TransactionManager
 

@@ -13,7 +13,7 @@ Nothing here imports socket, selectors, threading, time, asyncio or pyspark. The
     versions     VersionRange, negotiate(), ranges_from_api_versions()
 """
 
-from .api import ApiMessage
+from .api_message import ApiMessage
 from .apis import (
     ADD_PARTITIONS_TO_TXN, ALL_APIS, API_VERSIONS, BY_KEY, BY_NAME, CREATE_TOPICS, END_TXN,
     FIND_COORDINATOR, INIT_PRODUCER_ID, METADATA, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE,

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from .api import ApiMessage
+from .api_message import ApiMessage
 from .messages.api_versions import API_VERSIONS
 from .messages.create_topics import CREATE_TOPICS
 from .messages.find_coordinator import FIND_COORDINATOR

@@ -22,9 +22,9 @@ from typing import Any, Mapping
 
 from ..bytecodec import INT32_MAX
 from ..errors import CorrelationIdMismatchError, ProtocolError
-from .api import ApiMessage
+from .api_message import ApiMessage
 from .apis import API_VERSIONS, BY_KEY
-from .frames import DEFAULT_MAX_FRAME_BYTES, FrameBuffer
+from .frame_buffer import DEFAULT_MAX_FRAME_BYTES, FrameBuffer
 from .headers import RequestHeader, ResponseHeader, skip_tagged_fields
 from .primitives import INT32, Reader, Writer
 from .values import Struct

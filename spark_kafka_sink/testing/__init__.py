@@ -11,7 +11,7 @@ for a pytest example.
 
 from __future__ import annotations
 
-from .cluster import KafkaCluster
+from .kafka_cluster import KafkaCluster
 from .faultproxy import DOWNSTREAM, UPSTREAM, FaultProxy, advertise_through
 
 __all__ = ["DOWNSTREAM", "UPSTREAM", "FaultProxy", "KafkaCluster", "advertise_through"]

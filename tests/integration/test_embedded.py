@@ -20,7 +20,7 @@ import pytest
 from spark_kafka_sink.embedded import (DEFAULT_KAFKA_VERSION, BrokerStartError, EmbeddedKafka,
                                        JarResolutionError, JavaNotFoundError, PortInUseError,
                                        StorageFormatError, resolve_kafka_jars)
-from spark_kafka_sink.embedded import cluster as cluster_module
+from spark_kafka_sink.embedded import embedded_kafka as cluster_module
 from spark_kafka_sink.embedded import jars as jars_module
 
 from ..helpers import create_topic, metadata, wait_for

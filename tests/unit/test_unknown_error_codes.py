@@ -1,6 +1,6 @@
 """An error code missing from the error table is UNKNOWN_SERVER_ERROR, never success: one test per
 handler that reads a broker error code (Java's ``Errors.forCode``). ``admin``, ``blocking``, the
-embedded broker's probe and ``testing.cluster`` raise through ``raise_for_code``, tested first."""
+embedded broker's probe and ``testing.kafka_cluster`` raise through ``raise_for_code``, tested first."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from spark_kafka_sink.client.api_versions import interpret_api_versions
-from spark_kafka_sink.client.cluster import ClusterSnapshot
+from spark_kafka_sink.client.cluster_snapshot import ClusterSnapshot
 from spark_kafka_sink.client.metadata_updater import MetadataUpdater
 from spark_kafka_sink.errors import (
     AuthenticationError, MetadataTimeoutError, UnknownBrokerError, UnknownServerErrorError,

@@ -7,7 +7,7 @@ uses response header v0; on UNSUPPORTED_VERSION a broker answers in v0 with its 
 (KIP-511).
 """
 
-from ..api import ApiMessage
+from ..api_message import ApiMessage
 from ..schema import Field, Schema
 from ..types import BOOL, INT16, INT32, INT64, STRING, Array
 

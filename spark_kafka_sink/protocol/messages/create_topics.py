@@ -6,7 +6,7 @@ flexible version and returns the topic configs (KIP-525); v6 may return THROTTLI
 v7 returns the topic id.
 """
 
-from ..api import ApiMessage
+from ..api_message import ApiMessage
 from ..schema import Field, Schema
 from ..types import BOOL, INT8, INT16, INT32, STRING, UUID, Array
 

@@ -6,7 +6,7 @@ From FindCoordinatorRequest.json / FindCoordinatorResponse.json. v1 adds KeyType
 TRANSACTION_ABORTABLE (KIP-890); v6 adds share groups (KIP-932).
 """
 
-from ..api import ApiMessage
+from ..api_message import ApiMessage
 from ..schema import Field, Schema
 from ..types import INT8, INT16, INT32, STRING, Array
 

@@ -5,7 +5,7 @@ version; v3 adds ProducerId / ProducerEpoch so a producer can bump its epoch (KI
 PRODUCER_FENCED; v5 adds TRANSACTION_ABORTABLE (KIP-890). This project speaks v3+ only.
 """
 
-from ..api import ApiMessage
+from ..api_message import ApiMessage
 from ..schema import Field
 from ..types import INT16, INT32, INT64, STRING
 

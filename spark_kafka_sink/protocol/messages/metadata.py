@@ -8,7 +8,7 @@ top-level error code (KIP-1102). A null ``topics`` array asks for all topics; an
 none.
 """
 
-from ..api import ApiMessage
+from ..api_message import ApiMessage
 from ..schema import Field, Schema
 from ..types import BOOL, INT16, INT32, STRING, UUID, Array
 

@@ -7,7 +7,7 @@ errors; v9 is the first flexible version; v10 adds the tagged CurrentLeader / No
 ``records`` holds RecordBatch bytes.
 """
 
-from ..api import ApiMessage
+from ..api_message import ApiMessage
 from ..schema import Field, Schema
 from ..types import INT16, INT32, INT64, RECORDS, STRING, Array
 

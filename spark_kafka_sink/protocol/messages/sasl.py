@@ -7,7 +7,7 @@ From SaslAuthenticateRequest/Response.json: v1 adds the session lifetime; v2 is 
 flexible version.
 """
 
-from ..api import ApiMessage
+from ..api_message import ApiMessage
 from ..schema import Field
 from ..types import BYTES, INT16, INT64, STRING, Array
 

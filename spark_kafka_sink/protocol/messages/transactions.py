@@ -9,7 +9,7 @@ adds TRANSACTION_ABORTABLE, v5 always bumps the epoch and returns the new produc
 (KIP-890).
 """
 
-from ..api import ApiMessage
+from ..api_message import ApiMessage
 from ..schema import Field, Schema
 from ..types import BOOL, INT16, INT32, INT64, STRING, Array
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_sink.embedded import BrokerSecurity, EmbeddedKafka
-from spark_kafka_sink.embedded.cluster import new_cluster_id
+from spark_kafka_sink.embedded.embedded_kafka import new_cluster_id
 from spark_kafka_sink.embedded.config import NodeAddress, render, server_properties
 from spark_kafka_sink.embedded.java import _min_heap
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from spark_kafka_sink.client.cluster import NO_LEADER, ClusterSnapshot, PartitionInfo
+from spark_kafka_sink.client.cluster_snapshot import NO_LEADER, ClusterSnapshot, PartitionInfo
 from spark_kafka_sink.errors import KafkaTimeoutError, ProducerClosedError
 from spark_kafka_sink.producer.accumulator import (
     NO_DELAY_LIMIT_MS,

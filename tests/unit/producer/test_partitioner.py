@@ -27,7 +27,7 @@ from spark_kafka_sink.producer.partitioner import (
     UNKNOWN_PARTITION,
     NodeLatency,
     PartitionLoadStats,
-    PartitionQueue,
+    PartitionLoad,
     StickyPartition,
     StickyPartitioner,
     TopicPartitions,
@@ -364,7 +364,7 @@ def test_load_stats_stays_uniform_when_nothing_to_weigh():
 
 def _queues(sizes, leaders=None):
     leaders = leaders or [1] * len(sizes)
-    return [PartitionQueue(p, size, leader) for p, (size, leader) in enumerate(zip(sizes, leaders))]
+    return [PartitionLoad(p, size, leader) for p, (size, leader) in enumerate(zip(sizes, leaders))]
 
 
 def test_adaptive_prefers_short_queues():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_kafka_sink.client.cluster import ClusterSnapshot, PartitionInfo
+from spark_kafka_sink.client.cluster_snapshot import ClusterSnapshot, PartitionInfo
 from spark_kafka_sink.errors import RecordTooLargeError
 from spark_kafka_sink.producer.producer import _PLAIN_RECORD_BOUND, KafkaProducer
 from spark_kafka_sink.record import RecordBatchBuilder

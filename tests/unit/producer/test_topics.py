@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from spark_kafka_sink.client.cluster import ClusterSnapshot, PartitionInfo
+from spark_kafka_sink.client.cluster_snapshot import ClusterSnapshot, PartitionInfo
 from spark_kafka_sink.errors import InvalidTopicExceptionError
 from spark_kafka_sink.producer.producer import KafkaProducer
 from spark_kafka_sink.producer.topics import MAX_TOPIC_LENGTH, check_topic, topic_name_problem

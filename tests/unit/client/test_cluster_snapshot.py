@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_kafka_sink.client.cluster import NO_LEADER, ClusterSnapshot, PartitionInfo
+from spark_kafka_sink.client.cluster_snapshot import NO_LEADER, ClusterSnapshot, PartitionInfo
 from spark_kafka_sink.protocol import apis
 from spark_kafka_sink.structs import Node, TopicPartition
 

@@ -36,7 +36,7 @@ from .jars import DEFAULT_KAFKA_VERSION, KafkaJars, resolve_kafka_jars
 from .java import find_java
 from .node import KafkaNode
 from .ports import check_free, free_ports
-from ..client.cluster import ClusterSnapshot
+from ..client.cluster_snapshot import ClusterSnapshot
 from .probe import fetch_metadata
 from .security import BrokerSecurity, TlsMaterial, broker_properties, scram_format_args
 from .security import client_properties as _client_properties
