@@ -46,13 +46,14 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from .bytecodec import INT32_MAX, INT64_MAX
 from .client.jaas import SASL_PROTOCOLS, sasl_credentials
 from .client.tls import TLS_PROTOCOLS
 from .errors import ConfigError
 from .record.codecs import CompressionType, codec_for
 
-INT_MAX = 2**31 - 1  # Java Integer.MAX_VALUE: the bound of Type.INT properties
-LONG_MAX = 2**63 - 1  # Java Long.MAX_VALUE: the bound of Type.LONG properties
+INT_MAX = INT32_MAX  # Java Integer.MAX_VALUE: the bound of Type.INT properties
+LONG_MAX = INT64_MAX  # Java Long.MAX_VALUE: the bound of Type.LONG properties
 HIDDEN = "[hidden]"
 MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5  # the broker keeps the last 5 batches per producer
 

@@ -71,6 +71,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
+from ..bytecodec import INT64_MAX
 from ..client.backoff import ExponentialBackoff
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import BufferExhaustedError, ProducerClosedError
@@ -78,8 +79,8 @@ from ..record import CompressionType, RecordBatchBuilder
 from ..structs import TopicPartition
 from .buffer_pool import BufferPool, MemoryLease
 from .future import RecordFuture, SendCallback
-from .transaction_manager import TransactionManager
 from .producer_batch import ProducerBatch
+from .transaction_manager import TransactionManager
 
 if TYPE_CHECKING:
     from ..client.cluster_snapshot import ClusterSnapshot
@@ -87,7 +88,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NO_DELAY_LIMIT_MS = (1 << 63) - 1
+NO_DELAY_LIMIT_MS = INT64_MAX
 """``next_ready_check_delay_ms`` when nothing is waiting (Java's ``Long.MAX_VALUE``)."""
 
 

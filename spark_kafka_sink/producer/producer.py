@@ -27,6 +27,7 @@ import numbers
 import threading
 from typing import Any, Mapping
 
+from ..bytecodec import INT64_MAX
 from ..client.cluster_snapshot import ClusterSnapshot, PartitionInfo
 from ..client.metadata import Metadata
 from ..client.network_client import NetworkClient, NetworkSettings
@@ -80,7 +81,6 @@ _LEVEL_ATTRIBUTE = {
 # _max_record_size <= max.request.size, an int32: each length is then below 2**31, whose varint
 # takes at most 5 bytes, so 4 + 4 covers both (tests/unit/producer checks the parity).
 _PLAIN_RECORD_BOUND = NO_HEADERS_SIZE_BOUND + 4 + 4
-_INT64_MAX = (1 << 63) - 1
 
 
 def _as_bytes(value: Any, argument: str) -> bytes | bytearray | memoryview | None:
@@ -101,7 +101,7 @@ def _checked_timestamp(timestamp_ms: Any) -> int:
     if timestamp_ms < 0:
         raise ValueError(f"Invalid timestamp: {timestamp_ms}. Timestamp should always be "
                          f"non-negative or null (None: the send time; -1 is not 'no timestamp')")
-    if timestamp_ms > _INT64_MAX:
+    if timestamp_ms > INT64_MAX:
         raise ValueError(f"Invalid timestamp: {timestamp_ms}. It does not fit an int64")
     return timestamp_ms
 

@@ -25,6 +25,7 @@ import logging
 from typing import Any
 
 from .. import errors
+from ..bytecodec import INT64_MAX
 from ..client.network_client import NetworkClient
 from ..client.requests import ClientRequest, ClientResponse
 from ..protocol.api_message import ApiMessage
@@ -33,7 +34,7 @@ from .transaction_manager import ProducerIdState, TransactionManager
 
 log = logging.getLogger(__name__)
 
-NOTHING_TO_WAIT_FOR_MS = (1 << 63) - 1
+NOTHING_TO_WAIT_FOR_MS = INT64_MAX
 
 
 class Outcome(enum.Enum):

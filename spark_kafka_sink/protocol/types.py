@@ -17,6 +17,7 @@ import struct
 import uuid
 from typing import Any
 
+from ..bytecodec import INT16_MAX, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from ..errors import EncodeError, ProtocolError
 from . import primitives as p
 from .primitives import Reader, Writer
@@ -226,9 +227,9 @@ class Array:
 
 
 INT8 = IntType("int8", p.INT8, -0x80, 0x7F)
-INT16 = IntType("int16", p.INT16, -0x8000, 0x7FFF)
-INT32 = IntType("int32", p.INT32, -0x80000000, 0x7FFFFFFF)
-INT64 = IntType("int64", p.INT64, -0x8000000000000000, 0x7FFFFFFFFFFFFFFF)
+INT16 = IntType("int16", p.INT16, -INT16_MAX - 1, INT16_MAX)
+INT32 = IntType("int32", p.INT32, INT32_MIN, INT32_MAX)
+INT64 = IntType("int64", p.INT64, INT64_MIN, INT64_MAX)
 UINT16 = IntType("uint16", p.UINT16, 0, 0xFFFF)
 UINT32 = IntType("uint32", p.UINT32, 0, 0xFFFFFFFF)
 FLOAT64 = Float64Type()

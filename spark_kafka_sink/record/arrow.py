@@ -47,10 +47,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..bytecodec import write_varint
+from ..bytecodec import INT32_MAX, write_varint
 from .builder import RecordBatchBuilder
 from .codecs import CompressionType, codec_for
-from .layout import HEADER_SIZE, INT32_RANGE, MAX_RECORD_OVERHEAD
+from .layout import HEADER_SIZE, MAX_RECORD_OVERHEAD
 
 __all__ = [
     "ArrowRecords",
@@ -64,7 +64,6 @@ __all__ = [
     "prepare_records",
 ]
 
-_INT32_MAX = INT32_RANGE[1]
 # z >= _VARINT_LIMITS[k] needs more than k + 1 bytes (z is the zig-zag form, as uint64)
 _VARINT_LIMITS = tuple(np.uint64(1) << np.uint64(7 * k) for k in range(1, 10))
 _MIN_WINDOW = 64
@@ -233,7 +232,7 @@ def plan_batches(records: ArrowRecords, batch_size: int, *,
     varlong (else it starts the next batch, as in the builder). ``segments``: rows where a batch
     must start anyway (no batch spans two segments).
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= _INT32_MAX:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= INT32_MAX:
         raise ValueError(f"batch_size must be a positive int32, got {batch_size!r}")
     n = records.count
     room = batch_size - HEADER_SIZE
@@ -285,7 +284,7 @@ def encode_records(records: ArrowRecords, plan: BatchPlan) -> list[memoryview]:
     body_lengths = 1 + timestamp_sizes + offset_sizes + records.tail_sizes
     heads = _varint_column(n, [body_lengths, 0, timestamp_deltas, offset_deltas, records.key_lengths])
     total = int(plan.sizes.sum())
-    joined = _join_rows(heads, records, large=total > _INT32_MAX)
+    joined = _join_rows(heads, records, large=total > INT32_MAX)
     offsets = _offsets(joined)
     if int(offsets[-1] - offsets[0]) != total:
         raise AssertionError(f"encoded {int(offsets[-1] - offsets[0])} bytes, planned {total}")
@@ -561,7 +560,7 @@ def _varint_column(n: int, fields: Sequence[np.ndarray | int]) -> pa.Array:
     else:
         out = matrix.reshape(-1)
         offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64)
-    large = n * width > _INT32_MAX
+    large = n * width > INT32_MAX
     return pa.Array.from_buffers(
         pa.large_binary() if large else pa.binary(), n,
         [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)), pa.py_buffer(out)])
