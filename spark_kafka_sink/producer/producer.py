@@ -45,12 +45,12 @@ from .accumulator import RecordAccumulator
 from .arrow_input import DEFAULT, ArrowSendResult, resolve_columns, timestamps_ms
 from .buffer_pool import BufferPool
 from .future import RecordFuture
-from .transaction_manager import TransactionManager
 from .metrics import ProducerMetrics
 from .metrics_snapshot import MetricsSnapshot
 from .partitioner import StickyPartitioner, TopicPartitions, check_partition, partition_for_key
 from .sender import Sender, SenderSettings
 from .topics import check_topic
+from .transaction_manager import TransactionManager
 
 log = logging.getLogger(__name__)
 

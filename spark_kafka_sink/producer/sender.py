@@ -56,10 +56,10 @@ from ..errors import ProducerClosedError, UnsupportedVersionError
 from ..protocol.apis import PRODUCE
 from ..structs import TopicPartition
 from .accumulator import NO_DELAY_LIMIT_MS, ReadyCheckResult, RecordAccumulator
-from .transaction_manager import TransactionManager
 from .metrics import GuardedMetrics, SenderMetrics
 from .produce_handler import PartitionResult, batch_error, partition_results, produce_request_body
 from .producer_batch import ProducerBatch
+from .transaction_manager import TransactionManager
 from .txn_requests import InitProducerIdHandler, TxnRequestSender
 
 log = logging.getLogger(__name__)
