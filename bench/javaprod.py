@@ -1,7 +1,6 @@
-"""The Java producer peer: ``../shared/bench/jvm/Prod.java`` compiled against our Kafka jars.
+"""The Java producer peer: ``bench/jvm/Prod.java`` compiled against our Kafka jars.
 
-The source is the project's shared file, referenced by path (the repository and ``shared/`` sit
-side by side). It is compiled with ``javac`` against the kafka-clients jar that the embedded
+It is compiled with ``javac`` against the kafka-clients jar that the embedded
 broker already resolved (``resolve_kafka_jars().directory``), so nothing is downloaded. Classes
 go to ``bench/jvm/build/`` and are rebuilt when the source is newer.
 """
@@ -16,7 +15,7 @@ from pathlib import Path
 from spark_kafka_sink.embedded import resolve_kafka_jars
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCE = REPO.parent / "shared" / "bench" / "jvm" / "Prod.java"
+SOURCE = REPO / "bench" / "jvm" / "Prod.java"
 BUILD = REPO / "bench" / "jvm" / "build"
 # kafka-clients and what it loads at run time; no slf4j binding, so the client logs nothing.
 _RUNTIME_JARS = ("kafka-clients-", "lz4-java-", "snappy-java-", "zstd-jni-", "slf4j-api-")
@@ -25,7 +24,7 @@ _ACKED = re.compile(r"acked=(\d+) errors=(\d+)")
 
 
 class JavaUnavailable(Exception):
-    """No JDK, or Prod.java is not beside the repository."""
+    """No JDK, or no kafka-clients jar to compile Prod.java against."""
 
 
 def classpath() -> str:
@@ -39,7 +38,7 @@ def classpath() -> str:
 def build() -> Path:
     """Compile Prod.java into ``BUILD`` unless the class is up to date; the class directory."""
     if not SOURCE.is_file():
-        raise JavaUnavailable(f"{SOURCE} not found (shared/ must sit beside the repository)")
+        raise JavaUnavailable(f"{SOURCE} not found")
     javac = shutil.which("javac")
     if javac is None:
         raise JavaUnavailable("javac not found (install a JDK 17+)")
