@@ -1,6 +1,6 @@
 """Running ``jobs/stream_to_kafka.py`` under ``spark-submit`` for the demo.
 
-The command comes from :func:`spark_kafka_sink.spark.jobs.spark_submit_command`, so the demo runs
+The command comes from :func:`spark_kafka_sink.spark.submit.spark_submit_command`, so the demo runs
 the job exactly as its docstring tells users to. Spark's whole output goes to a log file; only the
 job's one-line-per-micro-batch progress is echoed, so the demo stays readable. The run is bounded:
 past ``timeout_s`` the process group it started is killed.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from spark_kafka_sink.spark.jobs import spark_submit_command
+from spark_kafka_sink.spark.submit import spark_submit_command
 
 ROOT = Path(__file__).resolve().parents[1]
 STREAM_JOB = ROOT / "jobs" / "stream_to_kafka.py"

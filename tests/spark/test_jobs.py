@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_sink.spark.jobs import (Columns, JobError, JobResult, parse_job_args, parse_trigger,
-                                         resolve_columns, spark_submit_command, total_metrics)
+                                         resolve_columns, total_metrics)
+from spark_kafka_sink.spark.submit import spark_submit_command
 
 from ..helpers import create_topic
 from ..verify import consume_all
