@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import RecordTooLargeError
 from ..record.arrow import (ArrowRecords, EncodedBatch, encode_prepared, encoder_memory_pool,
                             prepare_records)
+from ..record.arrow_columns import byte_lengths
 from ..structs import TopicPartition
 from .arrow_input import ArrowColumns
 from .arrow_plan import PartitionPlan
@@ -56,29 +56,10 @@ class PreparedRows:
 def row_sizes(columns: ArrowColumns) -> np.ndarray:
     """A cheap per-row size (key and value bytes plus a record's fixed overhead), which is what
     the sticky partitioner counts for rows without a key."""
-    sizes = _lengths(columns.value)
+    sizes = byte_lengths(columns.value, null_length=0)
     if columns.key is not None:
-        sizes = sizes + _lengths(columns.key)
+        sizes = sizes + byte_lengths(columns.key, null_length=0)
     return sizes + 8
-
-
-def _lengths(array: Any) -> np.ndarray:
-    """Byte length per element, 0 for a null: from the offsets buffer for binary and string
-    arrays (numpy, no Arrow kernel), through ``binary_length`` for other byte types (views)."""
-    kind = array.type
-    if not len(array):
-        return np.zeros(0, dtype=np.int64)
-    if pa.types.is_binary(kind) or pa.types.is_string(kind):
-        dtype = np.int32
-    elif pa.types.is_large_binary(kind) or pa.types.is_large_string(kind):
-        dtype = np.int64
-    else:
-        return pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    offsets = np.frombuffer(array.buffers()[1], dtype=dtype)[array.offset:array.offset + len(array) + 1]
-    lengths = np.diff(offsets.astype(np.int64, copy=False))
-    if array.null_count:
-        lengths[array.is_null().to_numpy(zero_copy_only=False)] = 0
-    return lengths
 
 
 def row_chunks(sizes: np.ndarray, budget: int, max_rows: int | None = None) -> list[tuple[int, int]]:

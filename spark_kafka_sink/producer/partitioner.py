@@ -285,20 +285,16 @@ def _is_arrow(keys: Any) -> bool:
 def _arrow_columns(keys: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     import pyarrow as pa
 
+    from ..record.arrow_columns import as_binary, binary_offsets
+
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
-    if pa.types.is_string(keys.type):
-        keys = keys.view(pa.binary())
-    elif pa.types.is_large_string(keys.type):
-        keys = keys.view(pa.large_binary())
-    elif not (pa.types.is_binary(keys.type) or pa.types.is_large_binary(keys.type)):
-        keys = keys.cast(pa.large_binary())  # binary/string views, fixed-size binary
-    offset_type = np.int32 if pa.types.is_binary(keys.type) else np.int64
-    _validity, offsets_buf, data_buf = keys.buffers()
+    keys = as_binary(keys)                        # strings viewed; views, fixed-size cast
+    data_buf = keys.buffers()[2]
     n = len(keys)
-    offsets = np.frombuffer(offsets_buf, dtype=offset_type)[keys.offset:keys.offset + n + 1]
-    starts = offsets[:-1].astype(np.int64)
-    lengths = np.diff(offsets).astype(np.int64)
+    offsets = binary_offsets(keys)
+    starts = offsets[:-1]
+    lengths = np.diff(offsets)
     end = int(offsets[-1]) if n else 0
     data = np.frombuffer(data_buf, dtype=np.uint8)[:end] if end else np.zeros(0, dtype=np.uint8)
     nulls = None

@@ -48,6 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..bytecodec import INT32_MAX, write_varint
+from .arrow_columns import binary_offsets, byte_lengths
 from .builder import RecordBatchBuilder
 from .codecs import CompressionType, codec_for
 from .layout import HEADER_SIZE, MAX_RECORD_OVERHEAD
@@ -207,8 +208,8 @@ def prepare_records(value: Any, key: Any = None, headers: Any = None, *, timesta
     if keys is not None and len(keys) != n:
         raise ValueError(f"the key column has {len(keys)} rows but the value column has {n}")
     timestamps = _timestamps(timestamp_ms, n)
-    value_lengths = _lengths(values)
-    key_lengths = np.full(n, -1, dtype=np.int64) if keys is None else _lengths(keys)
+    value_lengths = byte_lengths(values, null_length=-1)
+    key_lengths = np.full(n, -1, dtype=np.int64) if keys is None else byte_lengths(keys, null_length=-1)
     tail = _section_sizes(value_lengths) + _section_sizes(key_lengths)
     header_counts = header_bytes = None
     if headers is None:
@@ -285,7 +286,7 @@ def encode_records(records: ArrowRecords, plan: BatchPlan) -> list[memoryview]:
     heads = _varint_column(n, [body_lengths, 0, timestamp_deltas, offset_deltas, records.key_lengths])
     total = int(plan.sizes.sum())
     joined = _join_rows(heads, records, large=total > INT32_MAX)
-    offsets = _offsets(joined)
+    offsets = binary_offsets(joined)
     if int(offsets[-1] - offsets[0]) != total:
         raise AssertionError(f"encoded {int(offsets[-1] - offsets[0])} bytes, planned {total}")
     data = memoryview(joined.buffers()[2])
@@ -338,21 +339,6 @@ def _timestamps(timestamp_ms: Any, n: int) -> np.ndarray:
     return np.ascontiguousarray(ts, dtype=np.int64)
 
 
-def _offsets(array: pa.Array) -> np.ndarray:
-    """The ``len + 1`` offsets of a binary or large_binary array, as int64 (its slice applied)."""
-    dtype = np.int64 if pa.types.is_large_binary(array.type) else np.int32
-    raw = np.frombuffer(array.buffers()[1], dtype=dtype)
-    return raw[array.offset:array.offset + len(array) + 1].astype(np.int64)
-
-
-def _lengths(array: pa.Array) -> np.ndarray:
-    """Each element's byte length, -1 for a null (the length varint the record carries)."""
-    lengths = np.diff(_offsets(array)) if len(array) else np.zeros(0, dtype=np.int64)
-    if array.null_count:
-        lengths[array.is_null().to_numpy(zero_copy_only=False)] = -1
-    return lengths
-
-
 def _section_sizes(lengths: np.ndarray) -> np.ndarray:
     """Bytes of a nullable field: its length varint plus its bytes (a null is one byte)."""
     return _varint_sizes(_zigzag(lengths)) + np.maximum(lengths, 0)
@@ -371,11 +357,11 @@ def _encode_headers(headers: Any, n: int) -> tuple[pa.Array, pa.Array, np.ndarra
     counts = pc.fill_null(pc.list_value_length(headers), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     items = headers.flatten()  # drops what null lists span and applies the slice
     keys, values = _header_fields(items, counts)
-    pieces = [_varint_column(len(keys), [_lengths(keys)]), keys,
-              _varint_column(len(values), [_lengths(values)]), values]
+    pieces = [_varint_column(len(keys), [byte_lengths(keys, null_length=-1)]), keys,
+              _varint_column(len(values), [byte_lengths(values, null_length=-1)]), values]
     joined = _join(pieces, large=False)
     row_ends = np.concatenate([[0], np.cumsum(counts)])
-    item_offsets = _offsets(joined)
+    item_offsets = binary_offsets(joined)
     row_offsets = item_offsets[row_ends]
     offset_type, dtype = (pa.large_binary(), np.int64) if pa.types.is_large_binary(joined.type) else (
         pa.binary(), np.int32)
