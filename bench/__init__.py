@@ -1,4 +1,4 @@
-"""Benchmarks against the peers (DESIGN.md §8). Not part of the package and not timed tests.
+"""Benchmarks against the peers (bench/README.md). Not part of the package and not timed tests.
 
 ``python -m bench.producer`` (``make bench-producer``): the standalone producer benchmark.
 ``python -m bench.spark`` (``make bench-spark``): the Spark sink against its peers.

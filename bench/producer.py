@@ -1,4 +1,4 @@
-"""The standalone producer benchmark (issue 3, DESIGN.md §8): ``python -m bench.producer``.
+"""The standalone producer benchmark (issue 3, bench/README.md): ``python -m bench.producer``.
 
 One embedded Apache Kafka node; per client a fresh topic of 6 partitions and its own process, so
 that peak RSS is per client. Every client sends ``--records`` records of ``--value-size`` bytes

@@ -1,4 +1,4 @@
-"""The Spark sink benchmark (DESIGN.md §8): ``python -m bench.spark``.
+"""The Spark sink benchmark (bench/README.md): ``python -m bench.spark``.
 
 Rows/s writing a cached DataFrame of ``--rows`` rows (string keys ``k0..k99``, string values of
 ``--value-size`` bytes) from Spark ``local[2]`` to one embedded Apache Kafka node. Every contender
@@ -211,7 +211,8 @@ def ivy_dir() -> Path:
 
 
 def _builder(coordinate: str | None) -> Any:
-    """A SparkSession builder with DESIGN.md §7's local settings (as tests/spark/conftest.py)."""
+    """A SparkSession builder with the local settings of conf/spark-defaults.conf (as
+    tests/spark/conftest.py; docs/ARCHITECTURE.md, "Spark in tests and local runs")."""
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.Builder().master("local[2]").appName("spark-kafka-sink-bench")

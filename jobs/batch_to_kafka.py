@@ -1,6 +1,7 @@
 """Write the files of a directory to a Kafka topic in one batch job, with ``KafkaSink.write``.
 
-Run it with ``spark-submit`` from the repository root, Spark set up as in DESIGN.md §7 (workers on
+Run it with ``spark-submit`` from the repository root, Spark set up as docs/ARCHITECTURE.md
+says ("Spark in tests and local runs": workers on
 the venv's Python, loopback only, the project's Spark defaults, and the quiet log4j2 file added
 to the ``-Xss16m`` the defaults already put in the driver's Java options)::
 

@@ -5,7 +5,7 @@ static-voter cluster with replication factor 3 for fault tests. ``security=Broke
 SSL and SASL listeners; ``advertised_ports`` puts fault proxies in front of the nodes.
 ``resolve_kafka_jars`` fetches the jars from Maven Central once (Maven, or the Ivy jar pyspark
 ships) into a cache directory.
-See DESIGN.md §6.
+See the README, "The embedded Apache Kafka broker".
 
 Names are imported lazily (PEP 562), so ``python -m spark_kafka_sink.embedded.jars`` (``make
 jars``) runs its module without a half-imported copy of it.

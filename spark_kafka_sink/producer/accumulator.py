@@ -1,6 +1,6 @@
 """RecordAccumulator: per-partition queues of batches between ``send()`` and the sender thread.
 
-What it does (Java's ``RecordAccumulator``; DESIGN.md §4):
+What it does (Java's ``RecordAccumulator``; see docs/ARCHITECTURE.md):
 
 - ``append_to`` (one record path: ``send()`` with a key or partition; ``append`` is it by
   partition) adds a record to the last open batch of its partition's deque, or starts a new batch
@@ -42,7 +42,8 @@ Time: every ``now_ms`` is monotonic milliseconds (:mod:`spark_kafka_sink.clock`)
 
 Thread-safety contract
 ----------------------
-- ``append`` is called from any number of user threads; everything else (``ready``, ``drain``,
+- ``append_to``, ``append``, ``append_sticky`` and ``append_batch`` are called from any number of
+  user threads; everything else (``ready``, ``drain``,
   ``expired_batches``, ``reenqueue``, ``mute``/``unmute``, ``deallocate``,
   ``abort_incomplete_batches``) from the single sender thread. ``begin_flush``,
   ``await_flush_completion``, ``close`` and the read-only queries may be called from any thread.
@@ -57,8 +58,8 @@ Thread-safety contract
   ``close()`` no append can slip into a deque that ``abort_incomplete_batches`` has already emptied.
 - The set of incomplete batches and the flush counter have one small lock each.
 - Muted partitions, drain indexes and node-latency stats belong to the sender thread.
-- Lock order: deque lock, then the incomplete-set lock. The pool lock is never taken under a
-  deque lock.
+- Lock order: deque lock, then the incomplete-set lock or (``append_sticky``) the sticky
+  partitioner's per-topic lock. The pool lock is never taken under a deque lock.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Which partition each row of an Arrow batch goes to, and the rows grouped by partition.
 
-The rules are ``send()``'s, applied to whole columns (DESIGN.md §4):
+The rules are ``send()``'s, applied to whole columns (see docs/ARCHITECTURE.md):
 
 - an explicit partition (a non-null value of the partition column) wins; one the topic does not
   have is an :class:`~spark_kafka_sink.errors.InvalidPartitionError` naming the row;

@@ -1,4 +1,4 @@
-"""Choosing a record's partition, as the Java producer does (DESIGN.md §4).
+"""Choosing a record's partition, as the Java producer does (see docs/ARCHITECTURE.md).
 
 - An explicit partition wins; :func:`check_partition` rejects one the topic does not have.
 - A keyed record goes to ``to_positive(murmur2(key)) % num_partitions``

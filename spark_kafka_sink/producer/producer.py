@@ -1,6 +1,6 @@
 """KafkaProducer: the thin facade over metadata, partitioner, accumulator and sender thread.
 
-``send()`` runs on the caller's thread and never touches a socket (DESIGN.md §4):
+``send()`` runs on the caller's thread and never touches a socket (docs/ARCHITECTURE.md):
 
 1. wait, at most ``max.block.ms``, for the topic's metadata (only the first send to a topic waits);
 2. check the record's size against ``max.request.size`` and ``buffer.memory``;
@@ -193,7 +193,7 @@ class KafkaProducer:
 
         Raises at once: ``TypeError`` for a key/value that is not bytes, str or None, for headers
         that are not a list or tuple of ``(str, bytes | None)`` pairs, or a topic that is not a
-        str; ``InvalidTopicExceptionError`` for a name Kafka does not allow (:mod:`.topics`);
+        str; ``InvalidTopicError`` for a name Kafka does not allow (:mod:`.topics`);
         ``RecordTooLargeError`` over ``max.request.size`` or ``buffer.memory``;
         ``ValueError`` for a negative ``timestamp_ms`` (Java's rule: non-negative or None, and
         None, not -1, means "stamp it with the send time"), ``TypeError`` for one not an int;
@@ -285,7 +285,7 @@ class KafkaProducer:
 
         Raises at once, with nothing queued: ``TypeError``/``ValueError`` for a bad column (named;
         a negative timestamp, before 1970, names its row and value),
-        ``TypeError``/``InvalidTopicExceptionError`` for a bad topic name (:mod:`.topics`),
+        ``TypeError``/``InvalidTopicError`` for a bad topic name (:mod:`.topics`),
         ``RecordTooLargeError`` and ``InvalidPartitionError`` naming the row,
         ``MetadataTimeoutError``, ``ProducerClosedError``. Queuing a batch waits for memory at
         most ``max.block.ms``; rows that could not be queued fail in the result with that error.

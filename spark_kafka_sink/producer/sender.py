@@ -1,4 +1,4 @@
-"""Sender: the producer's I/O thread (Java's ``Sender``; DESIGN.md §4).
+"""Sender: the producer's I/O thread (Java's ``Sender``; see docs/ARCHITECTURE.md).
 
 One loop step, :meth:`Sender.run_once`, reads as its parts:
 
@@ -242,12 +242,10 @@ class Sender:
             return NO_DELAY_LIMIT_MS
         idempotence.maybe_resolve_sequences()
         requests = self._txn_requests
-        if not idempotence.bump_epoch_and_reset_id_if_needed():
-            return NO_DELAY_LIMIT_MS
-        if not requests.has_pending:
+        if idempotence.bump_epoch_and_reset_id_if_needed() and not requests.has_pending:
             requests.enqueue(InitProducerIdHandler(
                 idempotence, transaction_timeout_ms=self._settings.transaction_timeout_ms))
-        return requests.maybe_send(now_ms)
+        return requests.maybe_send(now_ms)       # whatever handler is pending
 
     def send_producer_data(self, now_ms: int) -> int:
         """Drain and send what is ready; returns the poll timeout (module docstring)."""

@@ -37,10 +37,10 @@ def topic_name_problem(name: Any) -> str | None:
 
 def check_topic(name: Any) -> None:
     """Raise unless ``name`` is a valid topic name: ``TypeError`` for a non-``str``, else the
-    broker's own ``InvalidTopicExceptionError`` (code 17) saying which rule the name breaks."""
+    broker's own ``InvalidTopicError`` (code 17) saying which rule the name breaks."""
     problem = topic_name_problem(name)
     if problem is None:
         return
     if not isinstance(name, str):
         raise TypeError(problem)
-    raise errors.InvalidTopicExceptionError(problem)  # type: ignore[attr-defined]  # made from the code table
+    raise errors.InvalidTopicError(problem)

@@ -230,7 +230,8 @@ class TransactionManager:
 
     def bump_epoch_and_reset_id_if_needed(self) -> bool:
         """Called by the sender each loop: perform a requested bump; ``True`` when an
-        InitProducerId must now be sent (the sender then calls :meth:`begin_init`)."""
+        InitProducerId must now be sent (``InitProducerIdHandler`` calls :meth:`begin_init` when it
+        goes out)."""
         if self._epoch_bump_required and self._state is ProducerIdState.READY:
             self.bump_epoch()
         return self._state is ProducerIdState.UNINITIALIZED

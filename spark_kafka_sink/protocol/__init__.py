@@ -6,9 +6,9 @@ Nothing here imports socket, selectors, threading, time, asyncio or pyspark. The
     types        field types (INT16, STRING, RECORDS, Array(...), ...)
     schema       Field and Schema: messages declared as data, encode/decode at any version
     values       Struct, the immutable decoded value
-    api          ApiMessage: one API's key, version range and request/response schemas
+    api_message  ApiMessage: one API's key, version range and request/response schemas
     messages/    the declarations, one module per API;  apis: the registry (BY_KEY, ALL_APIS)
-    headers      request/response headers;  frames: size-prefixed frame splitting
+    headers      request/response headers;  frame_buffer: size-prefixed frame splitting
     framing      ClientFraming / ServerFraming (correlation ids, in-order responses)
     versions     VersionRange, negotiate(), ranges_from_api_versions()
 """

@@ -1,1 +1,1 @@
-"""The Spark layer: the only package that imports pyspark (DESIGN.md §3, §5)."""
+"""The Spark layer: the only package that imports pyspark (see docs/ARCHITECTURE.md)."""

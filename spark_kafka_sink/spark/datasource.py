@@ -1,5 +1,5 @@
 """The sink as a Python Data Source: ``df.write.format(NAME)`` and ``df.writeStream.format(NAME)``
-on Spark 4, without ``foreachBatch`` (DESIGN.md §5).
+on Spark 4, without ``foreachBatch`` (see docs/ARCHITECTURE.md).
 
 ::
 

@@ -1,4 +1,4 @@
-"""Sink metrics: what each Spark task wrote, merged on the driver (DESIGN.md §5).
+"""Sink metrics: what each Spark task wrote, merged on the driver (see docs/ARCHITECTURE.md).
 
 Every successful task produces one :class:`SinkTaskMetrics` (its records acknowledged, failed
 and retried, bytes, batches, requests, request latency as (sum, count), and records per topic),

@@ -1,6 +1,6 @@
 """PartitionWriter: writes the rows of one Spark task (what ``df.foreachPartition`` calls).
 
-The steps follow Spark's ``KafkaWriteTask`` and DESIGN.md §2:
+The steps follow Spark's ``KafkaWriteTask`` (docs/ARCHITECTURE.md, "A record's path"):
 
 1. Lease the producer for the sink's config from this Python worker's pool. The attempt number
    comes from ``TaskContext.attemptNumber()``; a retry (attempt > 0) gets a fresh producer.

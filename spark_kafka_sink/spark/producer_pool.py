@@ -1,6 +1,6 @@
 """ProducerPool: one cached KafkaProducer per producer config, shared by the tasks of a Python worker.
 
-Modelled on Spark's ``InternalKafkaProducerPool`` (DESIGN.md §5): keyed by the full config,
+Modelled on Spark's ``InternalKafkaProducerPool`` (see docs/ARCHITECTURE.md): keyed by the full config,
 ref-counted, idle eviction, an injectable clock, a shutdown path. A Python worker adds two
 reasons to replace a producer: a task retry and a fork.
 

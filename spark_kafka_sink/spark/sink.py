@@ -1,4 +1,4 @@
-"""KafkaSink: the user-facing sink (DESIGN.md §5).
+"""KafkaSink: the user-facing sink (see docs/ARCHITECTURE.md).
 
 ::
 

@@ -32,7 +32,8 @@ class SparkSubmit:
 
 def spark_submit_command(script: str | Path, args: Sequence[str], *, conf_dir: str | Path,
                          python: str | None = None) -> SparkSubmit:
-    """How to run ``script`` with ``spark-submit`` as DESIGN.md §7 says: workers and driver on
+    """How to run ``script`` with ``spark-submit`` as docs/ARCHITECTURE.md says ("Spark in tests and
+    local runs"): workers and driver on
     ``python`` (default: this interpreter, which has pyarrow and this package), loopback only,
     ``conf_dir/spark-defaults.conf``, and ``conf_dir/log4j2.properties`` added to the driver
     Java options that file sets (``--driver-java-options`` replaces them, so both go in)."""

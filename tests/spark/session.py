@@ -1,4 +1,5 @@
-"""The SparkSession settings of the Spark tests (DESIGN.md §7), shared by the ``spark`` fixture
+"""The SparkSession settings of the Spark tests (docs/ARCHITECTURE.md, "Spark in tests and local
+runs"), shared by the ``spark`` fixture
 and by the scripts the tests run in their own process (a different master, e.g. ``local[2,3]``).
 
 ``local[2]`` on loopback, no UI, two shuffle partitions, a 16 MB driver stack (stopping a query

@@ -154,7 +154,8 @@ def test_metrics_over_a_run_add_up_and_serialize_without_nan():
 # --- the scripts under spark-submit ---------------------------------------------------------------
 
 def run_job(script: str, args: list[str]) -> subprocess.CompletedProcess:
-    """``spark-submit jobs/<script> ARGS`` (DESIGN.md §7 settings), bounded by SUBMIT_TIMEOUT_S:
+    """``spark-submit jobs/<script> ARGS`` (Spark set up as docs/ARCHITECTURE.md says), bounded by
+    SUBMIT_TIMEOUT_S:
     past it, the process group it was started in is killed, by its id."""
     command = spark_submit_command(ROOT / "jobs" / script, args, conf_dir=CONF)
     return run_bounded(list(command.argv), command.environ(), SUBMIT_TIMEOUT_S)

@@ -1,4 +1,4 @@
-"""The package's dependency rules, checked on the source (DESIGN.md §3).
+"""The package's dependency rules, checked on the source (docs/ARCHITECTURE.md, "Layers").
 
 - protocol/ and record/ are sans-I/O: no sockets, selectors, threads, clocks, event loops or Spark.
 - Dependencies point down only: spark -> producer -> client -> protocol/record -> errors/structs.

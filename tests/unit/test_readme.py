@@ -37,3 +37,18 @@ def test_the_readme_example_imports_what_it_uses():
     example = _readme_example()
     for name in ("pytest", "KafkaProducer", "KafkaCluster"):
         assert re.search(rf"^(from \S+ )?import .*\b{name}\b", example, re.M), name
+
+
+def test_every_document_the_code_refers_to_is_in_the_repository():
+    """A ``*.md`` named in code, tests, benchmarks, jobs or the demo exists in the repository."""
+    pattern = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
+    missing = []
+    for folder in ("spark_kafka_sink", "tests", "bench", "jobs", "demo"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for name in pattern.findall(path.read_text()):
+                candidates = [ROOT / name, path.parent / name] + [
+                    found for found in ROOT.rglob(Path(name).name)
+                    if not {".venv", ".git", "build"} & set(found.relative_to(ROOT).parts)]
+                if not any(candidate.is_file() for candidate in candidates):
+                    missing.append(f"{path.relative_to(ROOT)} refers to {name}")
+    assert not missing, "\n".join(missing)
