@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..bytecodec import INT32_MAX, write_varint
-from .arrow_columns import binary_offsets, byte_lengths
+from .arrow_columns import as_binary, binary_offsets, byte_lengths, has_offsets
 from .builder import RecordBatchBuilder
 from .codecs import CompressionType, codec_for
 from .layout import HEADER_SIZE, MAX_RECORD_OVERHEAD
@@ -311,12 +311,8 @@ def _binary_column(column: Any, name: str) -> pa.Array:
     """``column`` as one binary or large_binary array (strings viewed as their UTF-8 bytes)."""
     column = _single_array(column, name)
     kind = column.type
-    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-        return column
-    if pa.types.is_string(kind):
-        return column.view(pa.binary())
-    if pa.types.is_large_string(kind):
-        return column.view(pa.large_binary())
+    if has_offsets(kind):
+        return as_binary(column)
     if pa.types.is_null(kind):
         return column.cast(pa.binary())
     raise TypeError(f"the {name} column must be binary or string (or their large variants), got {kind}")
