@@ -178,7 +178,7 @@ class RecordAccumulator:
     def __init__(self, *, batch_size: int, compression_type: CompressionType | int | str = "none",
                  compression_level: int | None = None, linger_ms: int, retry_backoff_ms: int,
                  retry_backoff_max_ms: int, delivery_timeout_ms: int, buffer_pool: BufferPool,
-                 clock: Clock = SYSTEM_CLOCK, idempotence: TransactionManager | None = None,
+                 clock: Clock = SYSTEM_CLOCK, transaction_manager: TransactionManager | None = None,
                  partitioner: Optional[StickyPartitioner] = None, rng: random.Random | None = None):
         """``partitioner``: the sticky partitioner for records without a partition
         (:meth:`append_sticky`); ``ready`` then feeds it queue sizes. ``rng``: retry jitter."""
@@ -197,7 +197,7 @@ class RecordAccumulator:
                            batch_size=self.batch_size)  # validate the codec and level now, not at append
         self._pool = buffer_pool
         self._clock = clock
-        self._idempotence = idempotence
+        self._txn = transaction_manager
         self._partitioner = partitioner
         self._topics: dict[str, dict[int, _PartitionQueue]] = {}  # copy-on-write
         self._topics_lock = threading.Lock()
@@ -550,11 +550,11 @@ class RecordAccumulator:
                 if drained and size + first.estimated_size_in_bytes > max_size:
                     next_start = index  # this partition goes first next time
                     break
-                if self._idempotence is not None:
-                    if not self._idempotence.can_drain(first, link):
+                if self._txn is not None:
+                    if not self._txn.can_drain(first, link):
                         continue
                     batch = queue.batches.popleft()
-                    self._idempotence.assign_producer_state(batch)
+                    self._txn.assign_producer_state(batch)
                 else:
                     batch = queue.batches.popleft()
             batch.close()  # builds the bytes: outside the lock, appenders need not wait for it
@@ -604,7 +604,7 @@ class RecordAccumulator:
         batch.reenqueued(now_ms, self.retry_backoff.backoff(batch.attempts))
         queue = self._queue_for(batch.topic_partition)
         with queue.lock:
-            if self._idempotence is not None:
+            if self._txn is not None:
                 self._insert_in_sequence_order(queue.batches, batch)
             else:
                 self._insert_in_creation_order(queue.batches, batch)
@@ -620,13 +620,13 @@ class RecordAccumulator:
                           compression_level=self._compression_level)
         self._share_lease(big, parts)
         self._incomplete.add_all(parts)
-        if self._idempotence is not None:
+        if self._txn is not None:
             for part in parts:
-                self._idempotence.add_in_flight(part)
+                self._txn.add_in_flight(part)
         queue = self._queue_for(big.topic_partition)
         with queue.lock:
             for part in reversed(parts):
-                if self._idempotence is not None:
+                if self._txn is not None:
                     self._insert_in_sequence_order(queue.batches, part)
                 else:
                     self._insert_in_creation_order(queue.batches, part)
@@ -666,7 +666,7 @@ class RecordAccumulator:
         if not batch.has_sequence:
             raise RuntimeError("Trying to re-enqueue a batch which doesn't have a sequence even "
                                "though idempotency is enabled.")
-        if not self._idempotence.has_in_flight(batch.topic_partition):
+        if not self._txn.has_in_flight(batch.topic_partition):
             raise RuntimeError("We are re-enqueueing a batch which is not tracked as part of the in "
                                f"flight requests. batch.topic_partition: {batch.topic_partition}; "
                                f"batch.base_sequence: {batch.base_sequence}")

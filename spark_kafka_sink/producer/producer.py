@@ -158,7 +158,7 @@ class KafkaProducer:
         # after its first record
         self._batch_size = batch_size = max(1, cfg.batch_size)
         self._pool = BufferPool(cfg.buffer_memory, batch_size, clock=clock)
-        idempotence = TransactionManager() if cfg.enable_idempotence else None
+        transaction_manager = TransactionManager() if cfg.enable_idempotence else None
         self._partitioner = StickyPartitioner(
             batch_size, adaptive=cfg.partitioner_adaptive_partitioning_enable,
             availability_timeout_ms=cfg.partitioner_availability_timeout_ms)
@@ -168,7 +168,7 @@ class KafkaProducer:
             compression_level=getattr(cfg, level_attribute) if level_attribute else None,
             linger_ms=cfg.linger_ms, retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms, delivery_timeout_ms=cfg.delivery_timeout_ms,
-            buffer_pool=self._pool, clock=clock, idempotence=idempotence, partitioner=self._partitioner)
+            buffer_pool=self._pool, clock=clock, transaction_manager=transaction_manager, partitioner=self._partitioner)
         self._client = NetworkClient(
             selector=selector or Selector(clock=clock, connections_max_idle_ms=cfg.connections_max_idle_ms,
                                           transport_factory=transport_factory_for(cfg)),
@@ -178,7 +178,7 @@ class KafkaProducer:
         self._metrics.register_gauges(buffer_pool=self._pool, metadata=self._metadata, client=self._client)
         self._sender = Sender(client=self._client, metadata=self._metadata, accumulator=self._accumulator,
                               clock=clock, settings=SenderSettings.from_config(cfg),
-                              idempotence=idempotence, metrics=self._metrics)
+                              transaction_manager=transaction_manager, metrics=self._metrics)
         self._thread = threading.Thread(target=self._sender.run, daemon=True,
                                         name=f"kafka-producer-network-thread | {self.client_id}")
         self._thread.start()

@@ -101,19 +101,19 @@ class Sender:
     """The I/O loop of one producer; see the module docstring."""
 
     def __init__(self, *, client: NetworkClient, metadata: Metadata, accumulator: RecordAccumulator,
-                 clock: Clock, settings: SenderSettings, idempotence: TransactionManager | None = None,
+                 clock: Clock, settings: SenderSettings, transaction_manager: TransactionManager | None = None,
                  metrics: SenderMetrics | None = None):
         self._client = client
         self._metadata = metadata
         self._accumulator = accumulator
         self._clock = clock
         self._settings = settings
-        self._idempotence = idempotence
+        self._txn = transaction_manager
         self._metrics = GuardedMetrics(metrics)
         self._guarantee_order = settings.max_in_flight_requests_per_connection == 1
         self._in_flight: dict[TopicPartition, list[ProducerBatch]] = {}
-        self._txn_requests = None if idempotence is None else TxnRequestSender(
-            client=client, manager=idempotence, retry_backoff_ms=settings.retry_backoff_ms)
+        self._txn_requests = None if transaction_manager is None else TxnRequestSender(
+            client=client, manager=transaction_manager, retry_backoff_ms=settings.retry_backoff_ms)
         self._running = True
         self._forced = False
         self._death: ProducerClosedError | None = None
@@ -212,9 +212,9 @@ class Sender:
     def run_once(self) -> None:
         """One loop step: idempotence housekeeping, produce data, poll."""
         now_ms = self._clock.monotonic_ms()
-        idempotence = self._idempotence
-        if idempotence is not None and idempotence.has_fatal_error:
-            self._abort_batches(idempotence.last_error)
+        manager = self._txn
+        if manager is not None and manager.has_fatal_error:
+            self._abort_batches(manager.last_error)
             self._client.poll(self._settings.retry_backoff_ms, now_ms)
             return
         init_timeout = self._maybe_send_txn_request(now_ms)
@@ -237,14 +237,14 @@ class Sender:
     def _maybe_send_txn_request(self, now_ms: int) -> int:
         """Housekeeping of the transaction manager, then its pending request (InitProducerId when
         a producer id is needed): Java's ``maybeSendAndPollTransactionalRequest``."""
-        idempotence = self._idempotence
-        if idempotence is None:
+        manager = self._txn
+        if manager is None:
             return NO_DELAY_LIMIT_MS
-        idempotence.maybe_resolve_sequences()
+        manager.maybe_resolve_sequences()
         requests = self._txn_requests
-        if idempotence.bump_epoch_and_reset_id_if_needed() and not requests.has_pending:
+        if manager.bump_epoch_and_reset_id_if_needed() and not requests.has_pending:
             requests.enqueue(InitProducerIdHandler(
-                idempotence, transaction_timeout_ms=self._settings.transaction_timeout_ms))
+                manager, transaction_timeout_ms=self._settings.transaction_timeout_ms))
         return requests.maybe_send(now_ms)       # whatever handler is pending
 
     def send_producer_data(self, now_ms: int) -> int:
@@ -299,12 +299,12 @@ class Sender:
             # a queued batch with a sequence that never went out (a split part) leaves a gap
             unsent = id(batch) not in sent and batch.has_sequence and not batch.in_retry
             self._fail_batch(batch, batch.timeout_error(now_ms), adjust_sequence_numbers=unsent)
-        if self._idempotence is None:
+        if self._txn is None:
             return
         for batch in in_flight + queued:
             if batch.has_sequence and (batch.in_retry or id(batch) in sent):
                 # it may have been written: hold new batches back until this resolves
-                self._idempotence.mark_sequence_unresolved(batch)
+                self._txn.mark_sequence_unresolved(batch)
 
     def _expired_in_flight(self, now_ms: int) -> list[ProducerBatch]:
         expired: list[ProducerBatch] = []
@@ -389,8 +389,8 @@ class Sender:
                 self._complete_batch(batch, results[tp], now_ms)
             except Exception as exc:             # a bug here must not strand the other batches
                 log.exception("error while completing the batch for %s", tp)
-                if self._idempotence is not None:
-                    self._idempotence.remove_in_flight(batch)   # nor hold its partition back
+                if self._txn is not None:
+                    self._txn.remove_in_flight(batch)   # nor hold its partition back
                 if batch.fail(exc):
                     self._remove_and_deallocate(batch)
             finally:
@@ -424,8 +424,8 @@ class Sender:
         log.warning("the broker refused the batch of %d records (%d bytes) for %s as too large: "
                     "splitting it and sending the parts", batch.record_count,
                     batch.size_in_bytes, batch.topic_partition)
-        if self._idempotence is not None:
-            self._idempotence.remove_in_flight(batch)
+        if self._txn is not None:
+            self._txn.remove_in_flight(batch)
         parts = self._accumulator.split_and_reenqueue(batch, now_ms)
         self._remove_and_deallocate(batch)
         log.debug("split the batch for %s into %d", batch.topic_partition, len(parts))
@@ -435,14 +435,14 @@ class Sender:
         if (batch.has_reached_delivery_timeout(self._settings.delivery_timeout_ms, now_ms)
                 or batch.attempts >= self._settings.retries or batch.is_done):
             return False
-        if self._idempotence is None:
+        if self._txn is None:
             return result.retriable
-        decision = self._idempotence.can_retry(batch, result.error_code, result.log_start_offset)
+        decision = self._txn.can_retry(batch, result.error_code, result.log_start_offset)
         return decision.retry
 
     def _succeed_batch(self, batch: ProducerBatch, result: PartitionResult) -> None:
-        if self._idempotence is not None:
-            self._idempotence.handle_completed_batch(batch, result.base_offset)
+        if self._txn is not None:
+            self._txn.handle_completed_batch(batch, result.base_offset)
         if batch.complete(result.base_offset, result.log_append_time_ms):
             self._remove_and_deallocate(batch)
 
@@ -450,8 +450,8 @@ class Sender:
                     adjust_sequence_numbers: bool) -> None:
         if not batch.is_done:
             self._metrics.on_error(batch.topic_partition.topic, batch.record_count)
-        if self._idempotence is not None:
-            self._idempotence.handle_failed_batch(batch, exc, adjust_sequence_numbers)
+        if self._txn is not None:
+            self._txn.handle_failed_batch(batch, exc, adjust_sequence_numbers)
         if batch.fail(exc):
             self._remove_and_deallocate(batch)
 

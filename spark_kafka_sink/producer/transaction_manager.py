@@ -174,7 +174,7 @@ class TransactionManager:
     def _transition(self, event: str) -> None:
         target = TRANSITIONS.get((self._state, event))
         if target is None:
-            raise RuntimeError(f"invalid idempotence transition: {event} in state {self._state.name}")
+            raise RuntimeError(f"invalid transaction manager transition: {event} in state {self._state.name}")
         log.debug("Idempotence state %s -> %s (%s)", self._state.name, target.name, event)
         self._state = target
 

@@ -59,7 +59,7 @@ def test_init_producer_id_with_an_unknown_code_fails_instead_of_taking_producer_
     h.run_until(future.done)
     _is_unknown_server_error(future.exception(0))
     assert "InitProducerId failed" in str(future.exception(0))
-    assert h.idempotence.state is not ProducerIdState.READY
+    assert h.transaction_manager.state is not ProducerIdState.READY
     assert h.requests(PRODUCE) == [] and len(h.requests(INIT_PRODUCER_ID)) == 1
     assert h.pool.available_memory == MEMORY
 

@@ -98,11 +98,11 @@ class Harness:
         self.metadata = Metadata([("b1", 9092)], retry_backoff_ms=retry_backoff_ms,
                                  retry_backoff_max_ms=1000, rng=MidpointRandom())
         self.pool = BufferPool(MEMORY, batch_size, clock=self.clock)
-        self.idempotence = TransactionManager() if idempotent else None
+        self.transaction_manager = TransactionManager() if idempotent else None
         self.accumulator = RecordAccumulator(
             batch_size=batch_size, linger_ms=linger_ms, retry_backoff_ms=retry_backoff_ms,
             retry_backoff_max_ms=1000, delivery_timeout_ms=delivery_timeout_ms,
-            buffer_pool=self.pool, clock=self.clock, idempotence=self.idempotence,
+            buffer_pool=self.pool, clock=self.clock, transaction_manager=self.transaction_manager,
             rng=MidpointRandom())
         self.client = NetworkClient(
             selector=self.sel, metadata=self.metadata, clock=self.clock,
@@ -115,7 +115,7 @@ class Harness:
             max_in_flight_requests_per_connection=max_in_flight, retry_backoff_ms=retry_backoff_ms,
             retry_backoff_max_ms=1000)
         self.sender = Sender(client=self.client, metadata=self.metadata, accumulator=self.accumulator,
-                             clock=self.clock, settings=self.settings, idempotence=self.idempotence,
+                             clock=self.clock, settings=self.settings, transaction_manager=self.transaction_manager,
                              metrics=metrics)
 
     # --- time and stepping ------------------------------------------------------------------------

@@ -78,7 +78,7 @@ def setup(*, idempotence: TransactionManager | None = None, memory: int = 64 * 1
     config = dict(batch_size=BATCH_SIZE, linger_ms=LINGER_MS, retry_backoff_ms=100,
                   retry_backoff_max_ms=1000, delivery_timeout_ms=5000, rng=MidpointRandom())
     config.update(options)
-    accumulator = RecordAccumulator(buffer_pool=pool, clock=clock, idempotence=idempotence, **config)
+    accumulator = RecordAccumulator(buffer_pool=pool, clock=clock, transaction_manager=idempotence, **config)
     return Setup(accumulator, pool, clock)
 
 

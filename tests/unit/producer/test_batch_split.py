@@ -203,8 +203,8 @@ def test_idempotent_parts_carry_the_refused_batchs_sequences():
         assert after.base_sequence == before.base_sequence + before.record_count
     assert {(p.producer_id, p.producer_epoch) for p in parts} == {(PRODUCER_ID, 0)}
     assert h.values() == [b"first"] + values
-    assert h.idempotence.next_sequence(T0) == 13
-    assert not h.idempotence.has_in_flight(T0)
+    assert h.transaction_manager.next_sequence(T0) == 13
+    assert not h.transaction_manager.has_in_flight(T0)
     assert h.pool.available_memory == MEMORY
 
 
@@ -239,7 +239,7 @@ def test_idempotent_parts_that_expire_unsent_request_an_epoch_bump():
     h.clock.advance(5_000)
     h.step(2)                                      # every part expires; then the bump
     assert all(isinstance(f.exception(0), Exception) for f in futures)
-    assert h.idempotence.producer_id_and_epoch.epoch == 1
+    assert h.transaction_manager.producer_id_and_epoch.epoch == 1
     h.accumulator.unmute(T0)
     later = h.send([b"later"])
     h.settle(later)

@@ -27,7 +27,7 @@ def _harness(metrics=None, **options) -> Harness:
 
 def test_one_drain_sends_one_request_per_node_with_all_its_ready_partitions():
     h = _harness(metrics := ProducerMetrics(clock=Harness().clock, client_id="drain"))
-    h.run_until(lambda: h.idempotence.has_producer_id)   # connected to node 1 with a pid
+    h.run_until(lambda: h.transaction_manager.has_producer_id)   # connected to node 1 with a pid
     for node_id in (1, 2, 3):                             # connections ready, as after a warm-up
         h.run_until(lambda n=node_id: h.client.ready(n, h.now))
     futures = [h.append(TopicPartition("t", p)) for p in range(PARTITIONS)]

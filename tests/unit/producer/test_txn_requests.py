@@ -34,8 +34,8 @@ class ScriptedHandler(InitProducerIdHandler):
 def setup(outcomes):
     h = Harness(idempotent=True)
     h.bootstrap()
-    sender = TxnRequestSender(client=h.client, manager=h.idempotence, retry_backoff_ms=100)
-    handler = ScriptedHandler(h.idempotence, outcomes)
+    sender = TxnRequestSender(client=h.client, manager=h.transaction_manager, retry_backoff_ms=100)
+    handler = ScriptedHandler(h.transaction_manager, outcomes)
     sender.enqueue(handler)
     return h, sender, handler
 
@@ -52,12 +52,12 @@ def poll_until_answered(h, sender, handler, answers):
 def test_a_retry_waits_out_the_backoff_and_done_ends_the_request():
     h, sender, handler = setup([Outcome.RETRY, Outcome.DONE])
     poll_until_answered(h, sender, handler, 1)
-    assert h.idempotence.state is ProducerIdState.UNINITIALIZED and sender.has_pending
+    assert h.transaction_manager.state is ProducerIdState.UNINITIALIZED and sender.has_pending
     assert sender.maybe_send(h.now) == 100                      # the backoff, nothing sent
     assert len(h.requests(INIT_PRODUCER_ID)) == 1
     h.clock.advance(100)
     poll_until_answered(h, sender, handler, 2)
-    assert h.idempotence.state is ProducerIdState.READY and not sender.has_pending
+    assert h.transaction_manager.state is ProducerIdState.READY and not sender.has_pending
     assert sender.maybe_send(h.now) == NOTHING_TO_WAIT_FOR_MS
     assert len(h.requests(INIT_PRODUCER_ID)) == 2
 
@@ -65,7 +65,7 @@ def test_a_retry_waits_out_the_backoff_and_done_ends_the_request():
 def test_one_request_at_a_time():
     h, sender, handler = setup([Outcome.DONE])
     with pytest.raises(IllegalStateError, match="InitProducerId enqueued while InitProducerId is pending"):
-        sender.enqueue(InitProducerIdHandler(h.idempotence, transaction_timeout_ms=60_000))
+        sender.enqueue(InitProducerIdHandler(h.transaction_manager, transaction_timeout_ms=60_000))
     for _ in range(5):
         sender.maybe_send(h.now)
         if sender.in_flight:
