@@ -26,9 +26,6 @@ __all__ = ["DEFAULT", "ArrowColumns", "ArrowSendError", "ArrowSendResult", "Offs
 DEFAULT = object()
 """Marker for "the conventional column name, if present" (``key``, ``headers``, ...)."""
 
-_BYTES_KINDS = ("binary", "large_binary", "string", "large_string", "binary_view", "string_view")
-
-
 @dataclass(frozen=True)
 class ArrowColumns:
     """The resolved input columns (pyarrow arrays, one chunk each) and the row count."""
@@ -122,18 +119,13 @@ def _without_views(array: Any) -> Any:
     return array if target == kind else array.cast(target)
 
 
-def _bytes_like(kind: Any) -> bool:
-    """Whether an Arrow type is binary or string (any width, views included)."""
-    import pyarrow as pa
-
-    return any(getattr(pa.types, f"is_{name}", lambda t: False)(kind) for name in _BYTES_KINDS)
-
-
 def _check_types(columns: ArrowColumns) -> None:
     import pyarrow as pa
 
+    from ..record.arrow_columns import is_bytes     # pyarrow loads with the first Arrow send
+
     for what, array in (("value", columns.value), ("key", columns.key)):
-        if array is not None and not _bytes_like(array.type):
+        if array is not None and not is_bytes(array.type):
             raise TypeError(f"the {what} column has type {array.type}; expected binary or string")
     headers = columns.headers
     if headers is not None:
@@ -142,7 +134,7 @@ def _check_types(columns: ArrowColumns) -> None:
         ok = (item is not None and pa.types.is_struct(item) and item.num_fields == 2
               and item.field(0).name == "key" and item.field(1).name == "value"
               and (pa.types.is_string(item.field(0).type) or pa.types.is_large_string(item.field(0).type))
-              and _bytes_like(item.field(1).type))
+              and is_bytes(item.field(1).type))
         if not ok:
             raise TypeError(f"the headers column has type {kind}; expected "
                             f"list<struct<key: string, value: binary>>")

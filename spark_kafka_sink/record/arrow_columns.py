@@ -12,13 +12,19 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["as_binary", "binary_offsets", "byte_lengths", "has_offsets"]
+__all__ = ["as_binary", "binary_offsets", "byte_lengths", "has_offsets", "is_bytes"]
 
 
 def has_offsets(kind: pa.DataType) -> bool:
     """Whether arrays of ``kind`` keep an offsets buffer this module reads directly."""
     return (pa.types.is_binary(kind) or pa.types.is_string(kind) or pa.types.is_large_binary(kind)
             or pa.types.is_large_string(kind))
+
+
+def is_bytes(kind: pa.DataType) -> bool:
+    """Whether ``kind`` holds bytes this module reads: binary or string, any width, views
+    included (they are cast; see :func:`as_binary`)."""
+    return has_offsets(kind) or pa.types.is_binary_view(kind) or pa.types.is_string_view(kind)
 
 
 def binary_offsets(array: pa.Array) -> np.ndarray:
