@@ -168,7 +168,8 @@ class KafkaProducer:
             compression_level=getattr(cfg, level_attribute) if level_attribute else None,
             linger_ms=cfg.linger_ms, retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms, delivery_timeout_ms=cfg.delivery_timeout_ms,
-            buffer_pool=self._pool, clock=clock, transaction_manager=transaction_manager, partitioner=self._partitioner)
+            buffer_pool=self._pool, clock=clock, transaction_manager=transaction_manager,
+            partitioner=self._partitioner)
         self._client = NetworkClient(
             selector=selector or Selector(clock=clock, connections_max_idle_ms=cfg.connections_max_idle_ms,
                                           transport_factory=transport_factory_for(cfg)),
