@@ -21,6 +21,7 @@ The sender thread is the only other thread; it lives exactly as long as the prod
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import numbers
@@ -355,25 +356,36 @@ class KafkaProducer:
         return None
 
     def _await_topic(self, topic: str, max_block_ms: int) -> ClusterSnapshot:
-        """The topic's metadata, waiting up to ``max_block_ms``; never waiting on the I/O thread
-        (a send from a callback), which is the thread that would fetch it."""
-        if threading.current_thread() is not self._thread:
-            return self._metadata.await_topic(topic, max_block_ms, self._clock)
-        try:
-            return self._metadata.await_topic(topic, 0, self._clock)
-        except MetadataTimeoutError:
-            raise MetadataTimeoutError(
-                f"Topic {topic} not present in metadata: a send from a producer callback never "
-                "waits for metadata, since the callback runs on the producer's I/O thread, the "
-                "thread that fetches it. Send to this topic from another thread first") from None
+        """The topic's metadata, waiting up to ``max_block_ms`` (never on the I/O thread: see
+        :meth:`_no_wait_on_io_thread`)."""
+        with self._no_wait_on_io_thread(topic):
+            return self._metadata.await_topic(topic, self._wait_budget(max_block_ms), self._clock)
 
     def _await_partition(self, topic: str, partition: int, max_block_ms: int) -> ClusterSnapshot:
         """The metadata once it shows ``partition`` (see ``Metadata.await_partition``: one fresh
-        answer decides; ``InvalidPartitionError`` if it lacks it). Never waits on the I/O
-        thread, as :meth:`_await_topic`."""
-        if threading.current_thread() is self._thread:
-            max_block_ms = 0
-        return self._metadata.await_partition(topic, partition, max(0, max_block_ms), self._clock)
+        answer decides; ``InvalidPartitionError`` if it lacks it); never waiting on the I/O
+        thread either."""
+        with self._no_wait_on_io_thread(topic):
+            return self._metadata.await_partition(topic, partition, self._wait_budget(max_block_ms),
+                                                  self._clock)
+
+    def _wait_budget(self, max_block_ms: int) -> int:
+        """``max_block_ms``, or 0 on the I/O thread (a send from a callback): that thread is the
+        one that would fetch the metadata waited for."""
+        return 0 if threading.current_thread() is self._thread else max(0, max_block_ms)
+
+    @contextlib.contextmanager
+    def _no_wait_on_io_thread(self, topic: str):
+        """A metadata timeout on the I/O thread says why the send did not wait."""
+        try:
+            yield
+        except MetadataTimeoutError as exc:
+            if threading.current_thread() is not self._thread:
+                raise
+            raise MetadataTimeoutError(
+                f"{exc}. A send from a producer callback never waits for metadata, since the "
+                "callback runs on the producer's I/O thread, the thread that fetches it. Send to "
+                f"topic {topic} from another thread first") from None
 
     def _await_explicit_partitions(self, topic: str, column: Any, snapshot: ClusterSnapshot,
                                    max_block_ms: int) -> ClusterSnapshot:

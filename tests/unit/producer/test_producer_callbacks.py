@@ -239,9 +239,9 @@ def test_a_send_from_a_callback_never_waits_for_memory_or_metadata(make_producer
 
     def sending_callback(metadata, exception):
         started.append(time.monotonic())
-        for topic, value in (("t", b"y" * 1500), ("new-topic", b"z")):
+        for topic, value, partition in (("t", b"y" * 1500, 0), ("new-topic", b"z", 0), ("t", b"p", 5)):
             try:
-                producer.send(topic, value, partition=0)
+                producer.send(topic, value, partition=partition)
                 outcome.append(None)
             except Exception as exc:
                 outcome.append(exc)
@@ -251,7 +251,9 @@ def test_a_send_from_a_callback_never_waits_for_memory_or_metadata(make_producer
     producer.send("t", b"x" * 900, partition=0, callback=sending_callback)  # pool now exhausted
     assert wait_for(lambda: len(started) == 2)
     assert started[1] - started[0] < 1                            # not max.block.ms (60 s)
-    memory, metadata = outcome
+    memory, metadata, partition = outcome
     assert type(memory).__name__ == "BufferExhaustedError" and "callback" in str(memory)
     assert type(metadata).__name__ == "MetadataTimeoutError" and "callback" in str(metadata)
+    # a partition above the cached count is not waited for either, and the error says why
+    assert type(partition).__name__ == "MetadataTimeoutError" and "callback" in str(partition)
     assert producer._thread.is_alive()
