@@ -9,7 +9,7 @@ UNSUPPORTED_VERSION to a v0 request, fails the connection.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -30,22 +30,51 @@ def api_versions_body(version: int) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class FinalizedFeatures:
+    """The cluster's finalized feature levels as one broker last saw them (ApiVersions v3+):
+    ``levels`` maps a feature name (``metadata.version``, ``transaction.version``...) to its
+    finalized max version level; ``epoch`` orders answers from different brokers (-1: none)."""
+
+    epoch: int = -1
+    levels: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+
+    def level(self, name: str) -> int:
+        """The finalized level of feature ``name``; 0 when the broker finalized none (as Java)."""
+        return self.levels.get(name, 0)
+
+
+NO_FEATURES = FinalizedFeatures()
+
+
+@dataclass(frozen=True)
 class ApiVersionsOutcome:
     """What an ApiVersions response means. Exactly one of: ``versions`` (the broker's ranges,
-    the handshake is done), ``retry_version`` (ask again at this version), ``error``."""
+    the handshake is done; ``features`` then holds its finalized features), ``retry_version``
+    (ask again at this version), ``error``."""
 
     versions: Mapping[int, VersionRange] | None = None
     retry_version: int | None = None
     error: BrokerResponseError | None = None
+    features: FinalizedFeatures = NO_FEATURES
 
 
 def interpret_api_versions(response: Any, sent_version: int) -> ApiVersionsOutcome:
     """Decide what to do with an ApiVersions response to a request sent at ``sent_version``."""
     code = response.error_code
     if code == 0:
-        return ApiVersionsOutcome(versions=MappingProxyType(ranges_from_api_versions(response)))
+        return ApiVersionsOutcome(versions=MappingProxyType(ranges_from_api_versions(response)),
+                                  features=_finalized_features(response))
     if code == ErrorCode.UNSUPPORTED_VERSION and sent_version > 0:
         theirs = ranges_from_api_versions(response).get(API_VERSIONS.api_key)
         retry = min(theirs.max, API_VERSIONS.max_version) if theirs else 0
         return ApiVersionsOutcome(retry_version=max(min(retry, sent_version - 1), 0))
     return ApiVersionsOutcome(error=error_for(code, "ApiVersions"))
+
+
+def _finalized_features(response: Any) -> FinalizedFeatures:
+    finalized = getattr(response, "finalized_features", None)
+    if not finalized:
+        return NO_FEATURES
+    return FinalizedFeatures(
+        getattr(response, "finalized_features_epoch", -1),
+        MappingProxyType({entry.name: entry.max_version_level for entry in finalized}))

@@ -36,9 +36,11 @@ class Connection:
     def set_versions(self, versions: Mapping[int, VersionRange]) -> None:
         self._versions = MappingProxyType(dict(versions))
 
-    def version_for(self, api: ApiMessage, requested: int | None = None) -> int:
-        """The version to send ``api`` at: the highest both sides support, or ``requested``
-        after checking that both sides support it. UnsupportedVersionError otherwise."""
+    def version_for(self, api: ApiMessage, requested: int | None = None,
+                    max_version: int | None = None) -> int:
+        """The version to send ``api`` at: the highest both sides support (at most
+        ``max_version`` when given), or ``requested`` after checking that both sides support it.
+        UnsupportedVersionError otherwise."""
         if self._versions is None:
             raise UnsupportedVersionError(
                 f"node {self.node_id}: the broker's API versions are not known yet")
@@ -46,6 +48,8 @@ class Connection:
             best = negotiate(api, self._versions)
         except UnsupportedVersionError as exc:
             raise UnsupportedVersionError(f"node {self.node_id}: {exc}") from None
+        if requested is None and max_version is not None and best > max_version:
+            requested = max_version
         if requested is None:
             return best
         theirs = self._versions[api.api_key]

@@ -48,7 +48,9 @@ from ..protocol.apis import API_VERSIONS, METADATA, SASL_AUTHENTICATE, SASL_HAND
 from ..protocol.frame_buffer import DEFAULT_MAX_FRAME_BYTES
 from ..protocol.framing import Response
 from ..structs import Node
-from .api_versions import FIRST_VERSION, api_versions_body, interpret_api_versions
+from .api_versions import (
+    FIRST_VERSION, NO_FEATURES, FinalizedFeatures, api_versions_body, interpret_api_versions,
+)
 from .authenticator import SaslAuthenticator, SaslStep
 from .connection import Connection
 from .connection_states import FOREVER_MS, ConnectionState, ConnectionStates
@@ -113,6 +115,7 @@ class NetworkClient:
         self._connection_ids: dict[int, int] = {}           # node -> id of its current connection
         self._next_connection_id = itertools.count(1)
         self._needs_api_versions: dict[int, int] = {}      # node -> ApiVersions version to send
+        self._finalized_features: FinalizedFeatures = NO_FEATURES
         self._authenticators: dict[int, SaslAuthenticator] = {}
         self._auth_errors: dict[int, AuthenticationError] = {}
         self._updater = MetadataUpdater(metadata, settings.request_timeout_ms)
@@ -122,14 +125,15 @@ class NetworkClient:
 
     # --- readiness ------------------------------------------------------------------------------
 
-    def ready(self, node_id: int, now_ms: int) -> bool:
+    def ready(self, node_id: int, now_ms: int, node: Node | None = None) -> bool:
         """True when a request can be sent to ``node_id`` now; otherwise starts connecting
-        when allowed (not in backoff, node known) and returns False."""
+        when allowed (not in backoff, node known) and returns False. ``node``: where to connect
+        when the metadata does not know the node yet (a coordinator found by FindCoordinator)."""
         self._ensure_open()
         if self.is_ready(node_id, now_ms):
             return True
         if self._states.can_connect(node_id, now_ms):
-            node = self._metadata.snapshot.node(node_id)
+            node = self._metadata.snapshot.node(node_id) or node
             if node is not None:
                 self._initiate_connect(node, now_ms)
         return False
@@ -157,6 +161,12 @@ class NetworkClient:
         yet). Requests sent under one id were handled by the broker in order, on one socket;
         a new id means the broker may have restarted or moved leadership in between."""
         return self._connection_ids.get(node_id, 0)
+
+    @property
+    def finalized_features(self) -> FinalizedFeatures:
+        """The cluster's finalized features, from the ApiVersions answer with the highest
+        features epoch seen so far (Java's ``ApiVersions.finalizedFeatures``)."""
+        return self._finalized_features
 
     def in_flight_request_count(self, node_id: int | None = None) -> int:
         return self._in_flight.count(node_id)
@@ -205,7 +215,7 @@ class NetworkClient:
                 f"node {node_id} is not ready for a request (connection "
                 f"{self._states.state(node_id).value}, {self._in_flight.count(node_id)} in flight)")
         connection = self._connections[node_id]
-        version = connection.version_for(request.api, request.version)
+        version = connection.version_for(request.api, request.version, request.max_version)
         self._do_send(request, connection, version, now_ms, internal=False)
 
     def poll(self, timeout_ms: int, now_ms: int) -> list[ClientResponse]:
@@ -386,7 +396,8 @@ class NetworkClient:
 
     def _do_send(self, request: ClientRequest, connection: Connection, version: int, now_ms: int,
                  *, internal: bool) -> None:
-        out = connection.encode(request.api, version, request.body, request.expect_response)
+        body = request.body(version) if callable(request.body) else request.body
+        out = connection.encode(request.api, version, body, request.expect_response)
         timeout = request.request_timeout_ms
         if timeout is None:
             timeout = self._settings.request_timeout_ms
@@ -426,6 +437,8 @@ class NetworkClient:
         outcome = interpret_api_versions(response.body, request.version)
         if outcome.versions is not None:
             self._connections[node_id].set_versions(outcome.versions)
+            if outcome.features.epoch > self._finalized_features.epoch:
+                self._finalized_features = outcome.features
             if self._settings.sasl is not None:
                 self._start_authentication(node_id, responses, now_ms)
             else:

@@ -28,17 +28,20 @@ class ClientRequest:
     """A request to send to ``node_id``.
 
     ``version`` None lets the client negotiate the highest version both sides speak on that
-    connection. ``request_timeout_ms`` None means the client's ``request.timeout.ms``.
+    connection (at most ``max_version`` when given). ``body`` may be a function of the version
+    the client settles on, for requests whose fields differ between versions (FindCoordinator
+    v4 batches its keys). ``request_timeout_ms`` None means the client's ``request.timeout.ms``.
     ``callback(response)`` runs inside ``poll`` when the request completes (errors it raises are
     logged, never propagated).
     """
 
     node_id: int
     api: ApiMessage
-    body: Mapping[str, Any] | Struct
+    body: Mapping[str, Any] | Struct | Callable[[int], Mapping[str, Any]]
     _: KW_ONLY
     created_ms: int
     version: int | None = None
+    max_version: int | None = None
     expect_response: bool = True
     callback: Callable[["ClientResponse"], None] | None = None
     request_timeout_ms: int | None = None

@@ -54,18 +54,20 @@ def metadata_body(brokers: list[tuple[int, str, int]], topics: dict[str, int | t
 
 class FakeBroker:
     """Answers requests in memory. ApiVersions is answered from ``ranges`` (api key -> (min,
-    max)); Metadata from ``metadata`` (a body, or a callable taking the request); Produce with
+    max), and finalized ``features`` (name -> level, epoch 1)); Metadata from ``metadata`` (a body, or a callable taking the request); Produce with
     acks=0 gets no answer; anything else goes to ``handlers[api_key](request)``, whose return
     value is the response body (None: no answer)."""
 
     def __init__(self, node_id: int, *, ranges: dict[int, tuple[int, int]] | None = None,
                  metadata: dict | Handler | None = None, handlers: dict[int, Handler] | None = None,
-                 api_versions_max: int = API_VERSIONS.max_version):
+                 api_versions_max: int = API_VERSIONS.max_version,
+                 features: dict[str, int] | None = None):
         self.node_id = node_id
         self.ranges = our_ranges() if ranges is None else ranges
         self.metadata = metadata
         self.handlers = dict(handlers or {})
         self.api_versions_max = api_versions_max
+        self.features = dict(features or {})
         self.requests: list[IncomingRequest] = []
         self.hold = False
         self.connections = 0
@@ -103,7 +105,13 @@ class FakeBroker:
         if request.version > self.api_versions_max:      # KIP-511: answer in v0, name our range
             keys = [{"api_key": 18, "min_version": 0, "max_version": self.api_versions_max}]
             return server.respond(request, {"error_code": 35, "api_keys": keys}, version=0)
-        return server.respond(request, {"error_code": 0, "api_keys": keys})
+        body = {"error_code": 0, "api_keys": keys}
+        if self.features and request.version >= 3:
+            body["finalized_features_epoch"] = 1
+            body["finalized_features"] = [{"name": name, "max_version_level": level,
+                                           "min_version_level": 1}
+                                          for name, level in self.features.items()]
+        return server.respond(request, body)
 
 
 class FakeSelector:

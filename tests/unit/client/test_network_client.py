@@ -145,6 +145,44 @@ def test_an_explicit_version_must_be_supported_by_both_sides():
     assert h.brokers[1].requests_for(PRODUCE)[0].version == 7
 
 
+def test_max_version_caps_the_negotiated_version_and_a_body_may_depend_on_it():
+    h = Harness(ranges={1: {**our_ranges(), PRODUCE.api_key: (3, 12)}})
+    h.bootstrap()
+    h.connect(1)
+    seen = []
+
+    def body(version):
+        seen.append(version)
+        return produce_body()
+
+    h.client.send(h.request(1, body=body, max_version=11), h.now)
+    h.poll()
+    h.client.send(h.request(1, body=body), h.now)
+    h.poll()
+    assert seen == [11, 12]
+    assert [r.version for r in h.brokers[1].requests_for(PRODUCE)] == [11, 12]
+
+
+def test_finalized_features_come_from_the_api_versions_answer():
+    h = Harness()
+    assert h.client.finalized_features.level("transaction.version") == 0
+    h.brokers[1].features = {"transaction.version": 2, "metadata.version": 27}
+    h.bootstrap()
+    features = h.client.finalized_features
+    assert features.epoch == 1 and features.level("transaction.version") == 2
+    assert features.level("no.such.feature") == 0
+
+
+def test_ready_connects_to_a_node_the_metadata_does_not_know_yet():
+    from spark_kafka_sink.structs import Node
+
+    h = Harness(brokers=[(1, "b1", 9092)])
+    h.sel.add_broker("b9", 9092, FakeBroker(9))
+    h.bootstrap()
+    assert h.client.ready(9, h.now) is False and h.state(9) is ConnectionState.DISCONNECTED
+    h.poll_until(lambda: h.client.ready(9, h.now, Node(9, "b9", 9092)))
+
+
 def test_api_versions_falls_back_when_the_broker_knows_an_older_version():
     h = Harness()
     h.brokers[1].api_versions_max = 2
