@@ -23,9 +23,9 @@ Then the Java producer's cross-property rules, in its order:
 3. Idempotence on (``ProducerConfig.postProcessAndValidateIdempotenceConfigs``): ``retries`` = 0 or
    ``acks`` other than all raise if ``enable.idempotence`` was set, else turn idempotence off
    quietly; ``max.in.flight.requests.per.connection`` > 5 raises even when it was not set (Kafka 4).
-4. ``transactional.id`` is refused: this producer has no transactions yet, and ignoring the key
-   would write records outside the transaction the user asked for. (Java: it needs idempotence,
-   as step 3 left it.)
+4. ``transactional.id`` needs idempotence as step 3 left it (Java's rule): with
+   ``enable.idempotence=false``, or settings that turned it off (``acks`` other than all,
+   ``retries=0``), it raises naming them.
 5. ``delivery.timeout.ms`` < ``linger.ms`` + ``request.timeout.ms`` raises if it was set, else is
    raised to that sum (``KafkaProducer.configureDeliveryTimeout``).
 6. ``batch.size`` > ``buffer.memory`` raises, naming both: no batch could ever be allocated, so
@@ -247,7 +247,7 @@ class ProducerConfig:
         "socket.connection.setup.timeout.max.ms", 30000, _LONG, "Cap of the connect timeout.")
     send_buffer_bytes: int = _key("send.buffer.bytes", 131072, _int(-1, INT_MAX), "-1: OS default.")
     receive_buffer_bytes: int = _key("receive.buffer.bytes", 32768, _int(-1, INT_MAX), "-1: OS default.")
-    transactional_id: str | None = _key("transactional.id", None, _text(nonempty=True), "Not supported yet: refused.")
+    transactional_id: str | None = _key("transactional.id", None, _text(nonempty=True), "Transactions; implies idempotence.")
     transaction_timeout_ms: int = _key("transaction.timeout.ms", 60000, _int(1, INT_MAX), "Then aborted.")
     security_protocol: str = _key("security.protocol", "PLAINTEXT", _PROTOCOLS, "TLS and/or SASL.")
     sasl_mechanism: str = _key("sasl.mechanism", "GSSAPI", _MECHANISMS, "Java's default.")
@@ -380,7 +380,8 @@ def _apply_java_rules(values: dict[str, Any], explicit: frozenset[str]) -> None:
     _check_security(values)
     if "reconnect.backoff.ms" in explicit and "reconnect.backoff.max.ms" not in explicit:
         values["reconnect_backoff_max_ms"] = values["reconnect_backoff_ms"]
-    if values["enable_idempotence"]:
+    idempotence_requested = values["enable_idempotence"]
+    if idempotence_requested:
         asked = "enable.idempotence" in explicit
         conflicts = ["retries must be greater than 0, got 0"] if values["retries"] == 0 else []
         if values["acks"] != -1:
@@ -394,11 +395,11 @@ def _apply_java_rules(values: dict[str, Any], explicit: frozenset[str]) -> None:
                 f"max.in.flight.requests.per.connection must be at most {MAX_IN_FLIGHT_FOR_IDEMPOTENCE}, "
                 f"got {in_flight}; set enable.idempotence=false to allow more")
         values["enable_idempotence"] = not conflicts
-    if values["transactional_id"] is not None:
-        raise ConfigError(
-            f"transactional.id={values['transactional_id']!r} is set, but this producer does not "
-            "support transactions yet: the records would be written outside any transaction. Remove "
-            "it; enable.idempotence (on by default) already writes each record once per partition")
+    if values["transactional_id"] is not None and not values["enable_idempotence"]:
+        why = ("enable.idempotence=false" if not idempotence_requested
+               else f"acks={values['acks']}, retries={values['retries']} turned it off")
+        raise ConfigError(f"transactional.id={values['transactional_id']!r} needs idempotence "
+                          f"({why}): a transactional producer writes with acks=all and retries")
     floor = min(min(values["linger_ms"], INT_MAX) + values["request_timeout_ms"], INT_MAX)
     if values["delivery_timeout_ms"] < floor:
         if "delivery.timeout.ms" in explicit:

@@ -896,6 +896,12 @@ class ProducerClosedError(KafkaError):
     and sends still waiting for memory are failed."""
 
 
+class TransactionAbortedError(KafkaError):
+    """The record's transaction was aborted before the record was sent: by
+    ``abort_transaction()``, or because an earlier error made the transaction abortable (Java's
+    ``TransactionAbortedException``). The message names the cause."""
+
+
 class MetadataTimeoutError(KafkaTimeoutError):
     """A topic's metadata did not arrive within ``max.block.ms``; the message names the topic and
     the time waited (Java: "Topic t not present in metadata after 60000 ms")."""

@@ -1,7 +1,9 @@
 """Producer metrics with Java's names: sensors the sender records into, snapshots that merge.
 
-The sender reports what happened, once per request or per failed/retried batch and never per
-record, through six hooks: :meth:`ProducerMetrics.on_produce_request`, :meth:`~ProducerMetrics.
+The producer's caller records the time spent in each transactional call
+(:meth:`ProducerMetrics.on_transaction_step`, Java's ``txn-*-time-ns-total``). The sender reports
+what happened, once per request or per failed/retried batch and never per record, through six
+hooks: :meth:`ProducerMetrics.on_produce_request`, :meth:`~ProducerMetrics.
 on_drain`, :meth:`~ProducerMetrics.on_response`, :meth:`~ProducerMetrics.on_retry`,
 :meth:`~ProducerMetrics.on_error` and :meth:`~ProducerMetrics.on_split`. State the
 producer already keeps (free buffer memory, in-flight requests, metadata age) is read by gauges
@@ -87,7 +89,13 @@ _GLOBAL = {
     "errors": _meter("record-error"),
     "drains": {"produce-drain-total": Total},
     "batch-splits": _meter("batch-split"),
+    # time the caller spent in each transactional call, Java's KafkaProducerMetrics names
+    "txn-init": {"txn-init-time-ns-total": Total},
+    "txn-begin": {"txn-begin-time-ns-total": Total},
+    "txn-commit": {"txn-commit-time-ns-total": Total},
+    "txn-abort": {"txn-abort-time-ns-total": Total},
 }
+TRANSACTION_STEPS = ("init", "begin", "commit", "abort")
 _TOPIC = {
     "records": _meter("record-send"),
     "bytes": _meter("byte"),
@@ -181,6 +189,15 @@ class ProducerMetrics:
         now_ms = self._clock.monotonic_ms()
         with self._lock:
             self._global.sensors["batch-splits"].record(1, now_ms)
+
+    def on_transaction_step(self, step: str, elapsed_ns: int) -> None:
+        """A transactional call (``init``, ``begin``, ``commit`` or ``abort``) returned after
+        ``elapsed_ns`` (``txn-<step>-time-ns-total``)."""
+        if step not in TRANSACTION_STEPS:
+            raise ValueError(f"unknown transaction step {step!r}; one of {TRANSACTION_STEPS}")
+        now_ms = self._clock.monotonic_ms()
+        with self._lock:
+            self._global.sensors[f"txn-{step}"].record(elapsed_ns, now_ms)
 
     def _record_topic_event(self, global_sensor: str, topic_sensor: str, topic: str,
                             record_count: int) -> None:

@@ -159,7 +159,10 @@ class KafkaProducer:
         # after its first record
         self._batch_size = batch_size = max(1, cfg.batch_size)
         self._pool = BufferPool(cfg.buffer_memory, batch_size, clock=clock)
-        transaction_manager = TransactionManager() if cfg.enable_idempotence else None
+        transaction_manager = TransactionManager(
+            cfg.transactional_id, cfg.transaction_timeout_ms) if cfg.enable_idempotence else None
+        # the manager when transactional: send() checks, per record, that a transaction is open
+        self._transactional = transaction_manager if cfg.transactional_id is not None else None
         self._partitioner = StickyPartitioner(
             batch_size, adaptive=cfg.partitioner_adaptive_partitioning_enable,
             availability_timeout_ms=cfg.partitioner_availability_timeout_ms)
@@ -207,6 +210,8 @@ class KafkaProducer:
         """
         if self._closed:
             raise ProducerClosedError("cannot send after the producer is closed")
+        if self._transactional is not None:
+            self._transactional.check_can_send()
         # the common types are checked inline: this runs once per record
         if key is not None and type(key) is not bytes:
             key = _as_bytes(key, "key")
@@ -297,6 +302,8 @@ class KafkaProducer:
 
         if self._closed:
             raise ProducerClosedError("cannot send after the producer is closed")
+        if self._transactional is not None:
+            self._transactional.check_can_send()
         check_topic(topic)
         self._raise_if_sender_died()
         columns = resolve_columns(data, value=value, key=key, headers=headers, timestamp=timestamp,
@@ -449,6 +456,70 @@ class KafkaProducer:
     def _view(self, snapshot: ClusterSnapshot, topic: str) -> TopicPartitions:
         """The topic as the sticky partitioner sees it, cached per metadata snapshot."""
         return self._route(snapshot, topic).view
+
+    # --- transactions ---------------------------------------------------------------------------
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Get the producer id of ``transactional.id`` from its coordinator: this fences every
+        older producer with the same id and aborts (or completes) the transaction it left open.
+        Call once, before the first ``begin_transaction()``. ``timeout`` in seconds (default
+        ``max.block.ms``); on ``KafkaTimeoutError`` the step goes on, and calling again waits
+        for it. ``ProducerFencedError`` and other fatal errors mean: close the producer."""
+        self._transaction_step("init", lambda txn: txn.initialize_transactions(), timeout)
+
+    def begin_transaction(self) -> None:
+        """Open a transaction; no request is sent (the partitions are enrolled as their first
+        batches go out). Sends are allowed only between this and the commit or abort."""
+        txn = self._transaction_manager("begin_transaction")
+        start_ns = self._clock.monotonic_ns()
+        txn.begin_transaction(self._client.finalized_features.level("transaction.version"))
+        self._metrics.on_transaction_step("begin", self._clock.monotonic_ns() - start_ns)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush, then commit: every record sent in the transaction becomes visible to
+        ``read_committed`` consumers, atomically. If a record failed, the commit raises and the
+        transaction can only be aborted (``abort_transaction()``). ``timeout`` in seconds
+        (default ``max.block.ms``); on ``KafkaTimeoutError`` calling again waits for the same
+        commit."""
+        def begin(txn: TransactionManager):
+            result = txn.begin_commit()
+            self._accumulator.begin_flush()      # every batch is sendable now
+            return result
+
+        try:
+            self._transaction_step("commit", begin, timeout)
+        finally:
+            if self._accumulator.flush_in_progress:
+                self._accumulator.await_flush_completion(0)  # ends the flush begun above
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort: records not sent yet fail with ``TransactionAbortedError``, the rest are
+        marked aborted, invisible to ``read_committed`` consumers. ``timeout`` as for commit."""
+        self._transaction_step("abort", lambda txn: txn.begin_abort(), timeout)
+
+    def _transaction_manager(self, operation: str) -> TransactionManager:
+        if self._transactional is None:
+            raise IllegalStateError(f"{operation}() needs transactional.id in the producer's "
+                                    "configuration")
+        if self._closed:
+            raise ProducerClosedError(f"cannot call {operation}() after the producer is closed")
+        if threading.current_thread() is self._thread:
+            raise IllegalStateError(
+                f"{operation}() was called from a producer callback: callbacks run on the "
+                "producer's I/O thread, which would wait for itself. Call it from another thread")
+        return self._transactional
+
+    def _transaction_step(self, step: str, begin, timeout: float | None) -> None:
+        """Start a transactional step on the caller's thread, wake the I/O thread to carry it
+        out, wait for it, and record its time (``txn-<step>-time-ns-total``)."""
+        txn = self._transaction_manager(f"{step}_transaction" if step != "init"
+                                        else "init_transactions")
+        start_ns = self._clock.monotonic_ns()
+        result = begin(txn)
+        self._sender.wakeup()
+        self._raise_if_sender_died()
+        result.wait(self.config.max_block_ms if timeout is None else int(timeout * 1000))
+        self._metrics.on_transaction_step(step, self._clock.monotonic_ns() - start_ns)
 
     # --- flush, close, introspection ------------------------------------------------------------
 

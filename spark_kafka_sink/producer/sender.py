@@ -2,9 +2,11 @@
 
 One loop step, :meth:`Sender.run_once`, reads as its parts:
 
-1. idempotence housekeeping: resolve sequences, perform a requested epoch bump, send
-   InitProducerId when a producer id is needed (:mod:`.txn_requests`); after a fatal error,
-   fail every pending batch (queued and in flight) with it and only poll;
+1. idempotence and transaction housekeeping: resolve sequences, perform a requested epoch bump,
+   send InitProducerId when a producer id is needed, or the transaction manager's next request
+   (:mod:`.txn_requests`); fail the queued batches of a transaction that is aborting or
+   abortable; after a fatal error, fail every pending batch (queued and in flight) with it and
+   only poll;
 2. :meth:`Sender.send_producer_data`: ready → ask metadata for unknown leaders → drop nodes that
    are not ready → expire → drain → one ProduceRequest per node, muting (ordering) each partition
    it carries;
@@ -63,6 +65,8 @@ from .transaction_manager import TransactionManager
 from .txn_requests import InitProducerIdHandler, TxnRequestSender
 
 log = logging.getLogger(__name__)
+
+LAST_PRODUCE_VERSION_BEFORE_TV2 = 11
 
 CRASH_PAUSE_S = 0.1
 """Real-time pause after an unexpected error in the loop, so a persistent bug cannot spin."""
@@ -217,6 +221,10 @@ class Sender:
             self._abort_batches(manager.last_error)
             self._client.poll(self._settings.retry_backoff_ms, now_ms)
             return
+        if manager is not None and manager.is_transactional:
+            error = manager.undrained_batch_error()   # aborting, or abortable
+            if error is not None and self._accumulator.has_undrained():
+                self._accumulator.abort_undrained_batches(error)
         init_timeout = self._maybe_send_txn_request(now_ms)
         timeout = min(init_timeout, self.send_producer_data(now_ms))
         self._client.poll(timeout, now_ms)
@@ -236,7 +244,8 @@ class Sender:
 
     def _maybe_send_txn_request(self, now_ms: int) -> int:
         """Housekeeping of the transaction manager, then its pending request (InitProducerId when
-        a producer id is needed): Java's ``maybeSendAndPollTransactionalRequest``."""
+        a producer id is needed; for a transactional producer, the manager's next step, EndTxn
+        only once no batch is incomplete): Java's ``maybeSendAndPollTransactionalRequest``."""
         manager = self._txn
         if manager is None:
             return NO_DELAY_LIMIT_MS
@@ -245,7 +254,7 @@ class Sender:
         if manager.bump_epoch_and_reset_id_if_needed() and not requests.has_pending:
             requests.enqueue(InitProducerIdHandler(
                 manager, transaction_timeout_ms=self._settings.transaction_timeout_ms))
-        return requests.maybe_send(now_ms)       # whatever handler is pending
+        return requests.maybe_send(now_ms, self._accumulator.has_incomplete())
 
     def send_producer_data(self, now_ms: int) -> int:
         """Drain and send what is ready; returns the poll timeout (module docstring)."""
@@ -336,11 +345,18 @@ class Sender:
 
     def _send_produce_request(self, node_id: int, batches: list[ProducerBatch], now_ms: int) -> None:
         acks = self._settings.acks
+        manager = self._txn
+        transactional_id = None if manager is None else manager.transactional_id
         try:
             body = produce_request_body(batches, acks=acks,
-                                        timeout_ms=self._settings.request_timeout_ms)
+                                        timeout_ms=self._settings.request_timeout_ms,
+                                        transactional_id=transactional_id)
             by_partition = {batch.topic_partition: batch for batch in batches}
-            request = ClientRequest(node_id, PRODUCE, body, created_ms=now_ms,
+            # a transactional producer on transaction version 1 stays below Produce v12, the
+            # version that enrols partitions implicitly (KIP-890), as Java does
+            max_version = (LAST_PRODUCE_VERSION_BEFORE_TV2 if transactional_id is not None
+                           and manager.transaction_version < 2 else None)
+            request = ClientRequest(node_id, PRODUCE, body, created_ms=now_ms, max_version=max_version,
                                     expect_response=acks != 0,
                                     callback=partial(self._handle_produce_response, by_partition))
             log.debug("sending %d batch(es) to node %d", len(batches), node_id)

@@ -1,22 +1,11 @@
-"""The producer id state machine and the idempotent producer's decisions, sans I/O (Java's
-``TransactionManager``; transactions are to come, on this same table).
+"""The producer id state machine, the idempotent producer's decisions and the transactional
+producer's lifecycle, sans I/O (Java's ``TransactionManager``).
 
-The sender drives it: it sends InitProducerId when told to (:mod:`.txn_requests`), reports
+The sender drives it: it sends the requests the manager asks for (:mod:`.txn_requests`), reports
 responses, and asks for decisions. Nothing here sends, sleeps or reads a clock. The per-partition
 numbers (sequences, acknowledgements, batches in flight) are kept by a
-:class:`~.txn_partition_map.TxnPartitionMap` (Java's ``TxnPartitionMap``).
-
-Producer id states, as a transition table (:data:`TRANSITIONS`; ready to gain Java's transaction
-states)::
-
-    state          event                                      next state
-    -------------  -----------------------------------------  -------------------------------
-    UNINITIALIZED  begin_init()                                INITIALIZING (InitProducerId sent)
-    INITIALIZING   set_producer_id_and_epoch(pid, epoch)       READY
-    INITIALIZING   init_failed()                               UNINITIALIZED (sent again later)
-    READY          bump_epoch(), epoch < 32767                 READY, epoch + 1 (no request)
-    READY          bump_epoch() at 32767, reset_producer_id()  UNINITIALIZED (new id needed)
-    any            fatal_error(exc)                            FATAL_ERROR (terminal)
+:class:`~.txn_partition_map.TxnPartitionMap` (Java's ``TxnPartitionMap``). The states and their
+transitions are one table, in :mod:`.txn_states`.
 
 - **Sequences are assigned at drain** (:meth:`TransactionManager.assign_producer_state`), never at
   append, so a batch that is never sent uses none. They wrap from int32 max to 0, as the broker
@@ -69,24 +58,43 @@ states)::
   flight that is not the next expected sequence is a gap no earlier batch can fill, so it bumps
   the epoch instead of waiting.
 
-Thread safety: owned by the sender thread (drain, responses, expiry all run there). Other threads
-may only read ``state``, ``has_fatal_error`` and ``last_error`` (single attribute reads).
+- **Transactions** (a ``transactional.id``): the caller's thread starts each step
+  (:meth:`~TransactionManager.initialize_transactions`, :meth:`~TransactionManager.begin_transaction`,
+  :meth:`~TransactionManager.begin_commit`, :meth:`~TransactionManager.begin_abort`) and waits on
+  the :class:`~.txn_states.TransactionalResult` it returns; the sender asks
+  :meth:`~TransactionManager.next_transactional_step` which request goes next: FindCoordinator
+  when the coordinator is unknown, InitProducerId (with the transactional id, and the current id
+  and epoch when it bumps the epoch), AddPartitionsToTxn for partitions about to get their first
+  batch, EndTxn once nothing is left in flight. A partition's batches drain only once it is in
+  the transaction (the drain gate notes it for AddPartitionsToTxn; under transaction version 2,
+  KIP-890, Produce v12 enrols it and the gate lets it through at once). Errors as Java sorts them:
+  fencing, authorization, an invalid producer epoch and an unknown error are fatal; a failed batch
+  makes the transaction abortable (``abort_transaction()`` then starts the next one); under
+  transaction version 1 an abort after a batch that may have left a sequence gap bumps the epoch
+  (InitProducerId) before the producer is READY again; version 2 bumps it at every EndTxn.
+  No local epoch bump ever happens in a transaction: the coordinator owns the epoch.
+
+Thread safety: the sequence bookkeeping is the sender thread's (drain, responses, expiry all run
+there). The transactional lifecycle is shared with the caller's thread under one lock. Other
+threads may read ``state``, ``has_fatal_error`` and ``last_error`` (single attribute reads).
 """
 
 from __future__ import annotations
 
-import enum
 import logging
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import errors
+from ..errors import IllegalStateError, KafkaError, TransactionAbortedError
 from ..bytecodec import INT16_MAX
 from ..error_codes import ErrorCode
 from ..record.layout import INVALID_OFFSET
 from ..record.sequence import NO_SEQUENCE, increment_sequence, sequence_after
-from ..structs import TopicPartition
+from ..structs import Node, TopicPartition
 from .txn_partition_map import NO_LAST_ACKED_SEQUENCE, ProducerIdAndEpoch, TxnPartitionMap
+from .txn_states import TransactionalResult, TransactionState, next_state
 
 if TYPE_CHECKING:
     from .producer_batch import ProducerBatch
@@ -100,24 +108,28 @@ MAX_EPOCH = INT16_MAX
 # Errors after which the producer cannot continue (Java's maybeTransitionToErrorState).
 _FATAL_CODES = frozenset({ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.UNSUPPORTED_VERSION,
                           ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.PRODUCER_FENCED})
+_FENCED_CODES = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH})
+
+# The transactional steps the sender sends, in the order they take precedence.
+FIND_COORDINATOR = "FindCoordinator"
+INIT_PRODUCER_ID = "InitProducerId"
+ADD_PARTITIONS = "AddPartitionsToTxn"
+END_TXN = "EndTxn"
 
 
-class ProducerIdState(enum.Enum):
-    UNINITIALIZED = "uninitialized"
-    INITIALIZING = "initializing"
-    READY = "ready"
-    FATAL_ERROR = "fatal_error"
-
-
-_S = ProducerIdState
-# (state, event) -> next state; FATAL_ERROR is reachable from anywhere and left by nothing.
-TRANSITIONS: dict[tuple[ProducerIdState, str], ProducerIdState] = {
-    (_S.UNINITIALIZED, "begin_init"): _S.INITIALIZING,
-    (_S.INITIALIZING, "producer_id_received"): _S.READY,
-    (_S.INITIALIZING, "init_failed"): _S.UNINITIALIZED,
-    (_S.READY, "bump_epoch"): _S.READY,
-    (_S.READY, "reset_producer_id"): _S.UNINITIALIZED,
-}
+def fenced_error(manager: "TransactionManager", cause: BaseException, where: str) -> errors.ProducerFencedError:
+    """The fatal error of a producer whose epoch the coordinator no longer accepts; ``where``:
+    the request that said so."""
+    name = getattr(cause, "name", type(cause).__name__)
+    error = errors.ProducerFencedError(
+        f"transactional.id {manager.transactional_id!r}: the producer was fenced ({name} from "
+        f"{where}). Either "
+        "a newer producer with the same transactional.id called init_transactions(), or the "
+        f"coordinator aborted the open transaction after transaction.timeout.ms "
+        f"({manager.transaction_timeout_ms} ms) and bumped the epoch. The open transaction's "
+        "records are aborted; close this producer")
+    error.__cause__ = cause
+    return error
 
 
 @dataclass(frozen=True)
@@ -135,19 +147,32 @@ class TransactionManager:
     """The producer id/epoch state machine and every idempotence decision, over a
     :class:`~.txn_partition_map.TxnPartitionMap`; see the module docstring."""
 
-    def __init__(self) -> None:
-        self._state = ProducerIdState.UNINITIALIZED
+    def __init__(self, transactional_id: str | None = None, transaction_timeout_ms: int = 60_000) -> None:
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self._lock = threading.RLock()
+        self._state = TransactionState.UNINITIALIZED
         self._producer_id_and_epoch: ProducerIdAndEpoch = NONE
         self._partitions = TxnPartitionMap()
         self._unresolved: dict[TopicPartition, int] = {}  # tp -> sequence after the expired batch
         self._to_rewrite: set[TopicPartition] = set()
         self._epoch_bump_required = False
         self._last_error: BaseException | None = None
+        # transactions (see the module docstring), under self._lock
+        self.coordinator: Node | None = None
+        self._transaction_version = 1
+        self._in_transaction: set[TopicPartition] = set()
+        self._new_partitions: set[TopicPartition] = set()
+        self._pending_partitions: set[TopicPartition] = set()
+        self._transaction_started = False
+        self._end_committed: bool | None = None  # the EndTxn to send: commit (True) or abort
+        self._txn_epoch_bump_required = False
+        self._result: TransactionalResult | None = None
 
     # --- producer id state machine --------------------------------------------------------------
 
     @property
-    def state(self) -> ProducerIdState:
+    def state(self) -> TransactionState:
         return self._state
 
     @property
@@ -160,7 +185,7 @@ class TransactionManager:
 
     @property
     def has_fatal_error(self) -> bool:
-        return self._state is ProducerIdState.FATAL_ERROR
+        return self._state is TransactionState.FATAL_ERROR
 
     @property
     def last_error(self) -> BaseException | None:
@@ -172,10 +197,8 @@ class TransactionManager:
         return self._epoch_bump_required
 
     def _transition(self, event: str) -> None:
-        target = TRANSITIONS.get((self._state, event))
-        if target is None:
-            raise RuntimeError(f"invalid transaction manager transition: {event} in state {self._state.name}")
-        log.debug("Idempotence state %s -> %s (%s)", self._state.name, target.name, event)
+        target = next_state(self._state, event)
+        log.debug("Transaction state %s -> %s (%s)", self._state.name, target.name, event)
         self._state = target
 
     def begin_init(self) -> None:
@@ -195,9 +218,11 @@ class TransactionManager:
         self._transition("init_failed")
 
     def fatal_error(self, exception: BaseException) -> None:
-        log.info("Transiting to fatal error state due to %r", exception)
-        self._state = ProducerIdState.FATAL_ERROR
-        self._last_error = exception
+        with self._lock:
+            log.info("Transiting to fatal error state due to %r", exception)
+            self._state = TransactionState.FATAL_ERROR
+            self._last_error = exception
+            self._complete_result(exception)
 
     def reset_producer_id(self) -> None:
         """Forget the producer id (epoch exhausted): a new InitProducerId is needed."""
@@ -224,17 +249,23 @@ class TransactionManager:
         self._epoch_bump_required = False
 
     def request_epoch_bump(self, tp: TopicPartition) -> None:
-        """Ask for a bump at the sender's next loop; ``tp``'s in-flight batches get re-sequenced."""
+        """Ask for a bump at the sender's next loop; ``tp``'s in-flight batches get re-sequenced.
+        In a transaction the coordinator owns the epoch: the abort bumps it instead."""
+        if self.transactional_id is not None:
+            self._txn_epoch_bump_required = True
+            return
         self._epoch_bump_required = True
         self._to_rewrite.add(tp)
 
     def bump_epoch_and_reset_id_if_needed(self) -> bool:
         """Called by the sender each loop: perform a requested bump; ``True`` when an
         InitProducerId must now be sent (``InitProducerIdHandler`` calls :meth:`begin_init` when it
-        goes out)."""
-        if self._epoch_bump_required and self._state is ProducerIdState.READY:
+        goes out). Never for a transactional producer: ``init_transactions()`` starts that."""
+        if self.transactional_id is not None:
+            return False
+        if self._epoch_bump_required and self._state is TransactionState.READY:
             self.bump_epoch()
-        return self._state is ProducerIdState.UNINITIALIZED
+        return self._state is TransactionState.UNINITIALIZED
 
     # --- sequences and in-flight batches (the partition map's) ---------------------------------
 
@@ -290,6 +321,9 @@ class TransactionManager:
         tp = first.topic_partition
         if self.has_fatal_error or not self.has_producer_id:
             return False
+        if self.transactional_id is not None and tp not in self._in_transaction \
+                and not self._enrol(tp):
+            return False
         entry = self._partitions.get(tp)
         in_flight = entry.in_flight if entry is not None else None
         if not first.has_sequence:
@@ -321,7 +355,8 @@ class TransactionManager:
         tp = batch.topic_partition
         self.maybe_update_producer_id_and_epoch(tp)
         pid_epoch = self._producer_id_and_epoch
-        batch.set_producer_state(pid_epoch.producer_id, pid_epoch.epoch, self.next_sequence(tp), False)
+        batch.set_producer_state(pid_epoch.producer_id, pid_epoch.epoch, self.next_sequence(tp),
+                                 self.transactional_id is not None)
         self._partitions.increment_sequence(tp, batch.record_count)
         log.debug("Assigned producerId %d and producerEpoch %d to batch with base sequence %d "
                   "being sent to partition %s", pid_epoch.producer_id, pid_epoch.epoch,
@@ -361,14 +396,21 @@ class TransactionManager:
                             adjust_sequence_numbers: bool) -> None:
         """``batch`` failed for good. ``adjust_sequence_numbers``: it may have left a gap (it was
         sent, and the error was not one that proves it was not written)."""
-        if getattr(exception, "code", None) in _FATAL_CODES or \
-                isinstance(exception, errors.UnsupportedVersionError):
-            self.fatal_error(exception)
+        code = getattr(exception, "code", None)
+        if code in _FATAL_CODES or isinstance(exception, errors.UnsupportedVersionError) or (
+                code == ErrorCode.INVALID_PRODUCER_EPOCH and self.transactional_id is not None):
+            self.fatal_error(fenced_error(self, exception, f"Produce to {batch.topic_partition}")
+                             if code in _FENCED_CODES else exception)
         self.remove_in_flight(batch)
         if self.has_fatal_error:
             return
         tp = batch.topic_partition
-        code = getattr(exception, "code", None)
+        if self.transactional_id is not None:
+            if adjust_sequence_numbers or code in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                                   ErrorCode.UNKNOWN_PRODUCER_ID):
+                self._txn_epoch_bump_required = True   # it may have left a sequence gap
+            self.abortable_error(exception)
+            return
         if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             log.error("The broker returned %r for topic-partition %s with producerId %d, epoch %d, "
                       "and sequence number %d", exception, tp, batch.producer_id,
@@ -389,6 +431,9 @@ class TransactionManager:
                 return RetryDecision(True, reason="log start offset unknown yet")
             if batch.sequence_has_been_reset:
                 return RetryDecision(True, reason="sequence already reset for the new epoch")
+            if self.transactional_id is not None:
+                return RetryDecision(False, reason="broker lost the producer state: the "
+                                     "transaction must abort")
             self.request_epoch_bump(tp)
             return RetryDecision(True, True, "broker lost the producer state")
         if error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
@@ -399,6 +444,9 @@ class TransactionManager:
             if not unresolved and waiting and not (first and not batch.sequence_has_been_reset):
                 return RetryDecision(True, reason="an earlier batch is still in flight")
             if not unresolved or self._unresolved[tp] == batch.base_sequence:
+                if self.transactional_id is not None:
+                    return RetryDecision(False, reason="gap in the sequence: the transaction "
+                                         "must abort")
                 self.request_epoch_bump(tp)
                 return RetryDecision(True, True, "gap in the sequence")
             return RetryDecision(True, reason="waiting for an unresolved sequence")
@@ -431,6 +479,315 @@ class TransactionManager:
                          tp, self.last_acked_sequence(tp), self.next_sequence(tp))
                 self.request_epoch_bump(tp)
             del self._unresolved[tp]
+
+    # --- transactions: the caller's steps ------------------------------------------------------
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.transactional_id is not None
+
+    @property
+    def transaction_version(self) -> int:
+        """1, or 2 (KIP-890) when the cluster finalized ``transaction.version`` >= 2 at the start
+        of the current transaction."""
+        return self._transaction_version
+
+    @property
+    def partitions_in_transaction(self) -> frozenset[TopicPartition]:
+        with self._lock:
+            return frozenset(self._in_transaction)
+
+    @property
+    def end_committed(self) -> bool | None:
+        """The EndTxn the current completion sends: commit (True), abort (False), None."""
+        return self._end_committed
+
+    @property
+    def has_abortable_error(self) -> bool:
+        return self._state is TransactionState.ABORTABLE_ERROR
+
+    @property
+    def is_completing(self) -> bool:
+        return self._state in (TransactionState.COMMITTING_TRANSACTION,
+                               TransactionState.ABORTING_TRANSACTION)
+
+    def initialize_transactions(self) -> TransactionalResult:
+        """``init_transactions()``: the producer id for the transactional id (fencing older
+        producers and aborting what they left open). Called again while it is pending (a timed
+        out wait), it returns the same result."""
+        with self._lock:
+            self._ensure_transactional("init_transactions")
+            pending = self._resumable_result("init_transactions")
+            if pending is not None:
+                return pending
+            self._raise_if_fatal()
+            if self._state is not TransactionState.UNINITIALIZED:
+                raise IllegalStateError(f"init_transactions() was already called (state "
+                                        f"{self._state.name}): call it once per producer")
+            self._transition("begin_init")
+            return self._new_result("init_transactions")
+
+    def begin_transaction(self, transaction_version: int = 1) -> None:
+        """``begin_transaction()``: READY to IN_TRANSACTION, no request. ``transaction_version``:
+        the cluster's finalized ``transaction.version`` as the client knows it now."""
+        with self._lock:
+            self._ensure_transactional("begin_transaction")
+            self._raise_if_step_pending("begin_transaction")
+            self._raise_if_fatal()
+            if self._state is TransactionState.ABORTABLE_ERROR:
+                raise self._abortable("begin_transaction")
+            if self._state is TransactionState.UNINITIALIZED:
+                raise IllegalStateError("begin_transaction() before init_transactions(): call "
+                                        "init_transactions() once first")
+            if self._state is TransactionState.IN_TRANSACTION:
+                raise IllegalStateError("begin_transaction() while a transaction is open: commit "
+                                        "or abort it first")
+            self._transition("begin_transaction")
+            self._transaction_version = 2 if transaction_version >= 2 else 1
+
+    def begin_commit(self) -> TransactionalResult:
+        """``commit_transaction()``: the sender flushes, then sends EndTxn(commit)."""
+        with self._lock:
+            self._ensure_transactional("commit_transaction")
+            pending = self._resumable_result("commit_transaction")
+            if pending is not None:
+                return pending
+            self._raise_if_step_pending("commit_transaction")
+            self._raise_if_fatal()
+            if self._state is TransactionState.ABORTABLE_ERROR:
+                raise self._abortable("commit_transaction")
+            if self._state is not TransactionState.IN_TRANSACTION:
+                raise IllegalStateError(f"commit_transaction() with no open transaction (state "
+                                        f"{self._state.name}): call begin_transaction() first")
+            self._transition("begin_commit")
+            self._end_committed = True
+            return self._new_result("commit_transaction")
+
+    def begin_abort(self) -> TransactionalResult:
+        """``abort_transaction()``: queued records fail, then EndTxn(abort) once nothing is in
+        flight."""
+        with self._lock:
+            self._ensure_transactional("abort_transaction")
+            pending = self._resumable_result("abort_transaction")
+            if pending is not None:
+                return pending
+            self._raise_if_step_pending("abort_transaction")
+            self._raise_if_fatal()
+            if self._state not in (TransactionState.IN_TRANSACTION,
+                                   TransactionState.ABORTABLE_ERROR):
+                raise IllegalStateError(f"abort_transaction() with no open transaction (state "
+                                        f"{self._state.name})")
+            self._transition("begin_abort")
+            self._last_error = None
+            self._end_committed = False
+            self._new_partitions.clear()         # their batches are failed before they drain
+            return self._new_result("abort_transaction")
+
+    def check_can_send(self) -> None:
+        """A send is allowed only inside a transaction (Java's ``failIfNotReadyForSend``)."""
+        state = self._state
+        if state is TransactionState.IN_TRANSACTION:
+            return
+        if state is TransactionState.FATAL_ERROR:
+            raise self._fatal_copy("send")
+        if state is TransactionState.ABORTABLE_ERROR:
+            raise self._abortable("send")
+        raise IllegalStateError(
+            f"cannot send with transactional.id {self.transactional_id!r} outside a transaction "
+            f"(state {state.name}): call begin_transaction() first")
+
+    # --- transactions: the sender's side --------------------------------------------------------
+
+    def undrained_batch_error(self) -> BaseException | None:
+        """The error to fail queued batches with now (the transaction is aborting, or abortable),
+        or None."""
+        state = self._state
+        if state is TransactionState.ABORTING_TRANSACTION:
+            return TransactionAbortedError("Failing batch since transaction was aborted")
+        if state is TransactionState.ABORTABLE_ERROR:
+            error = TransactionAbortedError(
+                f"Failing batch since the transaction became abortable: {self._last_error!r}; "
+                "call abort_transaction()")
+            error.__cause__ = self._last_error
+            return error
+        return None
+
+    def next_transactional_step(self, has_incomplete_batches: bool) -> str | None:
+        """Which transactional request goes next (FIND_COORDINATOR, INIT_PRODUCER_ID,
+        ADD_PARTITIONS, END_TXN), or None. Completes a transaction that enrolled no partition
+        locally, as Java does: there is nothing to end on the broker."""
+        with self._lock:
+            state = self._state
+            if state is TransactionState.FATAL_ERROR:
+                return None
+            enrolling = bool(self._new_partitions) and state in (
+                TransactionState.IN_TRANSACTION, TransactionState.COMMITTING_TRANSACTION)
+            ending = (self._end_committed is not None and self.is_completing
+                      and not has_incomplete_batches and not self._new_partitions
+                      and not self._pending_partitions)
+            if ending and not self._transaction_started:
+                self._complete_transaction()
+                return None
+            if not (state is TransactionState.INITIALIZING or enrolling or ending):
+                return None
+            if self.coordinator is None:
+                return FIND_COORDINATOR
+            if state is TransactionState.INITIALIZING:
+                return INIT_PRODUCER_ID
+            return ADD_PARTITIONS if enrolling else END_TXN
+
+    def _enrol(self, tp: TopicPartition) -> bool:
+        """The drain gate's part (see the module docstring): whether ``tp`` may drain now."""
+        with self._lock:
+            if tp in self._in_transaction:
+                return True
+            if self._state not in (TransactionState.IN_TRANSACTION,
+                                   TransactionState.COMMITTING_TRANSACTION):
+                return False
+            if self._transaction_version >= 2:   # Produce v12 enrols it
+                self._in_transaction.add(tp)
+                self._transaction_started = True
+                return True
+            if tp not in self._pending_partitions:
+                self._new_partitions.add(tp)
+            return False
+
+    def set_coordinator(self, node: Node | None) -> None:
+        """FindCoordinator's answer, or None when the coordinator moved (find it again)."""
+        with self._lock:
+            if node is None and self.coordinator is not None:
+                log.info("transactional.id %r: coordinator %s moved or is unavailable; looking it "
+                         "up again", self.transactional_id, self.coordinator)
+            self.coordinator = node
+
+    def take_new_partitions(self) -> frozenset[TopicPartition]:
+        """The partitions an AddPartitionsToTxn now being sent carries (moved to pending)."""
+        with self._lock:
+            taken = frozenset(self._new_partitions)
+            self._pending_partitions |= taken
+            self._new_partitions.clear()
+            return taken
+
+    def partitions_added(self, partitions: frozenset[TopicPartition]) -> None:
+        with self._lock:
+            self._pending_partitions -= partitions
+            self._in_transaction |= partitions
+            self._transaction_started = True
+            log.debug("Successfully added partitions %s to transaction", sorted(partitions))
+
+    def partitions_not_added(self, partitions: frozenset[TopicPartition], retry: bool) -> None:
+        """AddPartitionsToTxn failed: send them again (``retry``) or give up on them (the
+        transaction is then abortable or fatal, and their batches fail)."""
+        with self._lock:
+            self._pending_partitions -= partitions
+            if retry and self._state in (TransactionState.IN_TRANSACTION,
+                                         TransactionState.COMMITTING_TRANSACTION):
+                self._new_partitions |= partitions
+
+    def transactional_init_done(self, producer_id: int, epoch: int) -> None:
+        """InitProducerId answered for the transactional id: READY (an epoch bump after an abort
+        completes that abort)."""
+        with self._lock:
+            self._transition("producer_id_received")
+            log.info("ProducerId set to %d with epoch %d (transactional.id %r)", producer_id,
+                     epoch, self.transactional_id)
+            self._producer_id_and_epoch = ProducerIdAndEpoch(producer_id, epoch)
+            self._txn_epoch_bump_required = False
+            self._last_error = None
+            self._complete_result(None)
+
+    def end_txn_done(self, producer_id: int = -1, epoch: int = -1) -> None:
+        """EndTxn answered: the transaction is complete. Transaction version 2 returns the
+        bumped id and epoch the next transaction uses."""
+        with self._lock:
+            if producer_id >= 0 and epoch >= 0:
+                self._producer_id_and_epoch = ProducerIdAndEpoch(producer_id, epoch)
+                self._txn_epoch_bump_required = False
+            self._complete_transaction()
+
+    def _complete_transaction(self) -> None:
+        aborting = self._state is TransactionState.ABORTING_TRANSACTION
+        self._in_transaction.clear()
+        self._new_partitions.clear()
+        self._pending_partitions.clear()
+        self._transaction_started = False
+        self._end_committed = None
+        if aborting and self._txn_epoch_bump_required and self._transaction_version < 2:
+            self._transition("begin_epoch_bump")      # InitProducerId completes the abort
+            return
+        self._transition("transaction_completed")
+        self._complete_result(None)
+
+    def abortable_error(self, exception: BaseException) -> None:
+        """An error the transaction cannot commit through: the caller must abort it. A commit
+        in progress fails with it."""
+        with self._lock:
+            state = self._state
+            if state is TransactionState.ABORTING_TRANSACTION:
+                log.debug("error while the transaction aborts (ignored): %r", exception)
+                return
+            if state not in (TransactionState.IN_TRANSACTION, TransactionState.COMMITTING_TRANSACTION,
+                             TransactionState.ABORTABLE_ERROR):
+                log.warning("error outside a transaction (state %s): %r", state.name, exception)
+                return
+            if state is not TransactionState.ABORTABLE_ERROR:
+                log.info("Transiting to abortable error state due to %r", exception)
+                self._last_error = exception
+            self._transition("abortable_error")
+            self._end_committed = None
+            self._new_partitions.clear()
+            if self._result is not None and not self._result.is_done:
+                self._result.done(self._abortable("commit_transaction"))
+
+    # --- transactions: helpers ------------------------------------------------------------------
+
+    def _new_result(self, operation: str) -> TransactionalResult:
+        self._result = TransactionalResult(operation)
+        return self._result
+
+    def _complete_result(self, error: BaseException | None) -> None:
+        if self._result is not None:
+            self._result.done(error)
+
+    def _resumable_result(self, operation: str) -> TransactionalResult | None:
+        """The same step's result, if the caller has not seen it complete yet (its wait timed
+        out): Java lets the call be repeated to wait again."""
+        result = self._result
+        if result is not None and result.operation == operation and not result.consumed:
+            return result
+        return None
+
+    def _raise_if_step_pending(self, operation: str) -> None:
+        result = self._result
+        if result is not None and not result.consumed and result.operation != operation:
+            raise IllegalStateError(
+                f"{operation}() while {result.operation}() has not completed (its wait timed "
+                f"out): call {result.operation}() again until it returns")
+
+    def _ensure_transactional(self, operation: str) -> None:
+        if self.transactional_id is None:
+            raise IllegalStateError(f"{operation}() needs a transactional.id in the producer's "
+                                    "configuration")
+
+    def _raise_if_fatal(self) -> None:
+        if self._state is TransactionState.FATAL_ERROR:
+            raise self._fatal_copy("transactional call")
+
+    def _fatal_copy(self, operation: str) -> KafkaError:
+        cause = self._last_error
+        if isinstance(cause, errors.ProducerFencedError):
+            error: KafkaError = errors.ProducerFencedError(str(cause))
+        else:
+            error = KafkaError(f"Cannot perform {operation}: the producer hit a fatal error and "
+                               f"must be closed: {cause!r}")
+        error.__cause__ = cause
+        return error
+
+    def _abortable(self, operation: str) -> KafkaError:
+        error = KafkaError(f"Cannot perform {operation}: the transaction hit an error and can "
+                           f"only be aborted; call abort_transaction(): {self._last_error!r}")
+        error.__cause__ = self._last_error
+        return error
 
     def __repr__(self) -> str:
         return (f"TransactionManager(state={self._state.name}, "

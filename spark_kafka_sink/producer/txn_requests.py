@@ -1,20 +1,42 @@
-"""The producer's own requests about its producer id (and, to come, its transactions): small
-handler classes (aiokafka's style, Java's ``TxnRequestHandler``), sent one at a time by a
+"""The producer's own requests about its producer id and its transactions: small handler classes
+(aiokafka's style, Java's ``TxnRequestHandler``), sent one at a time by a
 :class:`TxnRequestSender` that the sender polls before it sends produce data (Java's
 ``maybeSendAndPollTransactionalRequest``).
 
-A handler says what to send (:meth:`TxnRequestHandler.request_body`), where
-(:meth:`TxnRequestHandler.target_node`: the least-loaded node; a coordinator, for transactional
-requests), and turns the answer into one of three outcomes (:class:`Outcome`): done, retry after
-``retry.backoff.ms``, or a fatal error it has already reported to the
+A handler says what to send (:meth:`TxnRequestHandler.request_body`, built for the negotiated
+version), where (:meth:`TxnRequestHandler.target_node`: the least-loaded node, or the
+transaction coordinator), and turns the answer into one of three outcomes (:class:`Outcome`):
+done, retry after ``retry.backoff.ms``, or a fatal error it has already reported to the
 :class:`~.transaction_manager.TransactionManager`. Nothing here blocks: a node that is not ready
-yet is connected to and asked again on a later loop.
+yet is connected to and asked again on a later loop. A handler lives for one request: after a
+retry the sender asks again what to send (the idempotent producer's InitProducerId, or the
+transaction manager's :meth:`~.transaction_manager.TransactionManager.next_transactional_step`),
+so a coordinator that moved is looked up again before the retried request goes out.
 
-:class:`InitProducerIdHandler` is the first handler (Java's ``InitProducerIdHandler``, idempotent
-part): v3+, no transactional id, the current id/epoch for a KIP-360 bump ((-1, -1) after a
-reset). No error: the id and epoch are set and batches can drain. A retriable error or a dropped
-connection: ``init_failed``, sent again after the backoff. Anything else, an unknown error code
-included: the producer is fatally failed, and the sender then fails every batch with that error.
+- :class:`InitProducerIdHandler`, idempotent producer: v3+, no transactional id, the current
+  id/epoch for a KIP-360 bump ((-1, -1) after a reset). No error: the id and epoch are set and
+  batches can drain. A retriable error or a dropped connection: ``init_failed``, sent again after
+  the backoff. Anything else, an unknown error code included: fatal, and the sender then fails
+  every batch with that error.
+- Transactional requests (Java's handlers, Java's error handling): NOT_COORDINATOR,
+  COORDINATOR_NOT_AVAILABLE or a dropped connection to the coordinator: look it up again, retry;
+  COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS: retry; PRODUCER_FENCED and
+  INVALID_PRODUCER_EPOCH: fatal, as :class:`~spark_kafka_sink.errors.ProducerFencedError`;
+  authorization failures and INVALID_TXN_STATE: fatal; TRANSACTION_ABORTABLE, UNKNOWN_PRODUCER_ID
+  and INVALID_PRODUCER_ID_MAPPING: the transaction becomes abortable; anything else: fatal.
+
+  - :class:`FindCoordinatorHandler`: key type TRANSACTION; v4+ sends the key in
+    ``coordinator_keys`` and reads ``coordinators``, v0-3 the single-key fields.
+  - :class:`TxnInitProducerIdHandler`: InitProducerId with the transactional id and
+    ``transaction.timeout.ms``, to the coordinator; it fences older producers of the id and
+    aborts what they left open. After an abort that needs a new epoch it sends the current id and
+    epoch (KIP-360).
+  - :class:`AddPartitionsToTxnHandler`: v3 and below (v4+ is for brokers), the partitions whose
+    first batch waits. A partition refused with an unexpected error, or TOPIC_AUTHORIZATION_FAILED,
+    makes the transaction abortable.
+  - :class:`EndTxnHandler`: commit or abort, once nothing is in flight. Under transaction
+    version 1 it stays below v5; under version 2 (KIP-890) it is v5+, and the answer carries the
+    bumped epoch.
 """
 
 from __future__ import annotations
@@ -28,9 +50,13 @@ from .. import errors
 from ..bytecodec import INT64_MAX
 from ..client.network_client import NetworkClient
 from ..client.requests import ClientRequest, ClientResponse
+from ..error_codes import ErrorCode
 from ..protocol.api_message import ApiMessage
-from ..protocol.apis import INIT_PRODUCER_ID
-from .transaction_manager import ProducerIdState, TransactionManager
+from ..protocol.apis import ADD_PARTITIONS_TO_TXN, END_TXN, FIND_COORDINATOR, INIT_PRODUCER_ID
+from ..structs import Node, TopicPartition
+from . import transaction_manager as steps
+from .transaction_manager import TransactionManager
+from .txn_states import TransactionState
 
 log = logging.getLogger(__name__)
 
@@ -50,18 +76,18 @@ class TxnRequestHandler(abc.ABC):
     the meaning of its answer."""
 
     api: ApiMessage
+    max_version: int | None = None
 
     def __init__(self, manager: TransactionManager):
         self.manager = manager
 
-    def target_node(self, client: NetworkClient, now_ms: int) -> int | None:
+    def target_node(self, client: NetworkClient, now_ms: int) -> Node | None:
         """The node to send to; None while none is known (wait for metadata)."""
-        node = client.least_loaded_node(now_ms)
-        return None if node is None else node.node_id
+        return client.least_loaded_node(now_ms)
 
     @abc.abstractmethod
-    def request_body(self) -> dict[str, Any]:
-        """The request's body, built when it is sent."""
+    def request_body(self, version: int) -> dict[str, Any]:
+        """The request's body at ``version``, built when it is sent."""
 
     def on_sent(self, node_id: int) -> None:
         """The request went out."""
@@ -93,7 +119,7 @@ class InitProducerIdHandler(TxnRequestHandler):
         super().__init__(manager)
         self._transaction_timeout_ms = transaction_timeout_ms
 
-    def request_body(self) -> dict[str, Any]:
+    def request_body(self, version: int) -> dict[str, Any]:
         current = self.manager.producer_id_and_epoch
         return {"transactional_id": None, "transaction_timeout_ms": self._transaction_timeout_ms,
                 "producer_id": current.producer_id, "producer_epoch": current.epoch}
@@ -123,9 +149,210 @@ class InitProducerIdHandler(TxnRequestHandler):
         self.manager.init_failed()
 
 
+_COORDINATOR_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
+_RETRY = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS})
+_FENCED = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH})
+_ABORTABLE = frozenset({ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.UNKNOWN_PRODUCER_ID,
+                        ErrorCode.INVALID_PRODUCER_ID_MAPPING})
+
+
+class CoordinatorRequestHandler(TxnRequestHandler):
+    """A request to the transaction coordinator, with Java's handling of the errors every such
+    request shares (see the module docstring)."""
+
+    def target_node(self, client: NetworkClient, now_ms: int) -> Node | None:
+        return self.manager.coordinator
+
+    def handle_no_answer(self, response: ClientResponse) -> Outcome:
+        self.manager.set_coordinator(None)
+        return super().handle_no_answer(response)
+
+    def handle_error(self, code: int, node_id: int, context: str) -> Outcome:
+        """The outcome of error ``code`` (not NONE) that the handler does not treat itself."""
+        error = errors.error_for(code, f"{self.api.name} for transactional.id "
+                                 f"{self.manager.transactional_id!r} on node {node_id}{context}")
+        if code in _COORDINATOR_MOVED:
+            self.manager.set_coordinator(None)
+            return Outcome.RETRY
+        if code in _RETRY:
+            log.debug("%s: %s; retrying", self.api.name, error.name)
+            return Outcome.RETRY
+        if code in _FENCED:
+            self.manager.fatal_error(steps.fenced_error(self.manager, error,
+                                                        f"{self.api.name} on node {node_id}"))
+            return Outcome.FATAL
+        if code in _ABORTABLE:
+            self.manager.abortable_error(error)
+            return Outcome.DONE
+        self.manager.fatal_error(error)
+        return Outcome.FATAL
+
+
+class FindCoordinatorHandler(TxnRequestHandler):
+    """FindCoordinator for the transactional id (key type 1, TRANSACTION)."""
+
+    api = FIND_COORDINATOR
+
+    def request_body(self, version: int) -> dict[str, Any]:
+        key = self.manager.transactional_id
+        if version >= 4:
+            return {"key_type": 1, "coordinator_keys": [key]}
+        return {"key": key, "key_type": 1}
+
+    def handle_response(self, body: Any, node_id: int) -> Outcome:
+        if body.coordinators is not None and len(body.coordinators):   # v4+
+            found = body.coordinators[0]
+            code, message, node = found.error_code, found.error_message, found
+        else:
+            code, message, node = body.error_code, getattr(body, "error_message", None), body
+        if code == ErrorCode.NONE:
+            coordinator = Node(node.node_id, node.host, node.port)
+            log.info("Discovered transaction coordinator %s for transactional.id %r",
+                     coordinator, self.manager.transactional_id)
+            self.manager.set_coordinator(coordinator)
+            return Outcome.DONE
+        if code in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                    ErrorCode.NOT_COORDINATOR):
+            return Outcome.RETRY
+        self.manager.fatal_error(errors.error_for(
+            code, f"could not find the transaction coordinator of transactional.id "
+            f"{self.manager.transactional_id!r}" + (f": {message}" if message else "")))
+        return Outcome.FATAL
+
+
+class TxnInitProducerIdHandler(CoordinatorRequestHandler):
+    """InitProducerId for a transactional id (see the module docstring)."""
+
+    api = INIT_PRODUCER_ID
+
+    def request_body(self, version: int) -> dict[str, Any]:
+        current = self.manager.producer_id_and_epoch
+        return {"transactional_id": self.manager.transactional_id,
+                "transaction_timeout_ms": self.manager.transaction_timeout_ms,
+                "producer_id": current.producer_id, "producer_epoch": current.epoch}
+
+    def on_unsupported_version(self, exc: errors.UnsupportedVersionError) -> None:
+        self.manager.fatal_error(errors.UnsupportedVersionError(
+            f"transactions need InitProducerId v3 or later: {exc}"))
+
+    def handle_response(self, body: Any, node_id: int) -> Outcome:
+        if body.error_code == ErrorCode.NONE:
+            self.manager.transactional_init_done(body.producer_id, body.producer_epoch)
+            return Outcome.DONE
+        if body.error_code in _ABORTABLE:         # nothing to abort while initialising
+            self.manager.fatal_error(errors.error_for(
+                body.error_code, f"InitProducerId for transactional.id "
+                f"{self.manager.transactional_id!r} on node {node_id}"))
+            return Outcome.FATAL
+        return self.handle_error(body.error_code, node_id, "")
+
+
+class AddPartitionsToTxnHandler(CoordinatorRequestHandler):
+    """AddPartitionsToTxn (v3 and below) for the partitions whose first batch waits."""
+
+    api = ADD_PARTITIONS_TO_TXN
+    max_version = 3                              # v4+ is broker to broker
+
+    def __init__(self, manager: TransactionManager):
+        super().__init__(manager)
+        self.partitions = manager.take_new_partitions()
+
+    def request_body(self, version: int) -> dict[str, Any]:
+        by_topic: dict[str, list[int]] = {}
+        for tp in sorted(self.partitions):
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        pid_epoch = self.manager.producer_id_and_epoch
+        return {"v3_and_below_transactional_id": self.manager.transactional_id,
+                "v3_and_below_producer_id": pid_epoch.producer_id,
+                "v3_and_below_producer_epoch": pid_epoch.epoch,
+                "v3_and_below_topics": [{"name": topic, "partitions": partitions}
+                                        for topic, partitions in by_topic.items()]}
+
+    def handle_no_answer(self, response: ClientResponse) -> Outcome:
+        self.manager.partitions_not_added(self.partitions, retry=True)
+        return super().handle_no_answer(response)
+
+    def on_unsupported_version(self, exc: errors.UnsupportedVersionError) -> None:
+        self.manager.partitions_not_added(self.partitions, retry=False)
+        super().on_unsupported_version(exc)
+
+    def handle_response(self, body: Any, node_id: int) -> Outcome:
+        failed: dict[TopicPartition, int] = {}
+        for topic in body.results_by_topic_v3_and_below:
+            for result in topic.results_by_partition:
+                if result.partition_error_code != ErrorCode.NONE:
+                    failed[TopicPartition(topic.name, result.partition_index)] = \
+                        result.partition_error_code
+        if not failed:
+            self.manager.partitions_added(self.partitions)
+            return Outcome.DONE
+        codes = set(failed.values())
+        unexpected = codes - {ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+        shared = next((code for code in unexpected if code in _COORDINATOR_MOVED | _RETRY | _FENCED
+                       | _ABORTABLE | {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                       ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                       ErrorCode.INVALID_TXN_STATE}), None)
+        if shared == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            self.manager.partitions_not_added(self.partitions, retry=True)
+            return Outcome.RETRY
+        if shared is not None:
+            outcome = self.handle_error(shared, node_id, "")
+            self.manager.partitions_not_added(self.partitions, retry=outcome is Outcome.RETRY)
+            return outcome
+        self.manager.partitions_not_added(self.partitions, retry=False)
+        detail = ", ".join(f"{tp.topic}-{tp.partition}: {errors.for_code(code).__name__}"
+                           for tp, code in sorted(failed.items()))
+        self.manager.abortable_error(errors.KafkaError(
+            f"Could not add partitions to the transaction of transactional.id "
+            f"{self.manager.transactional_id!r}: {detail}"))
+        return Outcome.DONE
+
+
+class EndTxnHandler(CoordinatorRequestHandler):
+    """EndTxn, commit or abort, once nothing is in flight."""
+
+    api = END_TXN
+
+    def __init__(self, manager: TransactionManager, *, committed: bool):
+        super().__init__(manager)
+        self.committed = committed
+        self.max_version = None if manager.transaction_version >= 2 else 4
+
+    def request_body(self, version: int) -> dict[str, Any]:
+        pid_epoch = self.manager.producer_id_and_epoch
+        return {"transactional_id": self.manager.transactional_id,
+                "producer_id": pid_epoch.producer_id, "producer_epoch": pid_epoch.epoch,
+                "committed": self.committed}
+
+    def handle_response(self, body: Any, node_id: int) -> Outcome:
+        if body.error_code == ErrorCode.NONE:
+            self.manager.end_txn_done(body.producer_id, body.producer_epoch)
+            return Outcome.DONE
+        if body.error_code == ErrorCode.INVALID_TXN_STATE:
+            self.manager.fatal_error(errors.error_for(
+                body.error_code, f"EndTxn({'commit' if self.committed else 'abort'}) for "
+                f"transactional.id {self.manager.transactional_id!r}: the coordinator holds no "
+                "such open transaction"))
+            return Outcome.FATAL
+        return self.handle_error(body.error_code, node_id, "")
+
+
+def transactional_handler(step: str, manager: TransactionManager) -> TxnRequestHandler:
+    """The handler for a step of :meth:`TransactionManager.next_transactional_step`."""
+    if step == steps.FIND_COORDINATOR:
+        return FindCoordinatorHandler(manager)
+    if step == steps.INIT_PRODUCER_ID:
+        return TxnInitProducerIdHandler(manager)
+    if step == steps.ADD_PARTITIONS:
+        return AddPartitionsToTxnHandler(manager)
+    if step == steps.END_TXN:
+        return EndTxnHandler(manager, committed=bool(manager.end_committed))
+    raise ValueError(f"unknown transactional step {step!r}")
+
+
 class TxnRequestSender:
-    """Sends the pending handler's request, one at a time, and applies its outcome; see the
-    module docstring."""
+    """Sends one producer-id or transactional request at a time and applies its outcome; see
+    the module docstring."""
 
     def __init__(self, *, client: NetworkClient, manager: TransactionManager, retry_backoff_ms: int):
         self._client = client
@@ -149,21 +376,29 @@ class TxnRequestSender:
                 f"{handler.api.name} enqueued while {self._pending.api.name} is pending")
         self._pending = handler
 
-    def maybe_send(self, now_ms: int) -> int:
-        """Send the pending request if allowed now; the ms worth waiting before trying again
-        (``NOTHING_TO_WAIT_FOR_MS`` when a request is out, was just sent, or none is pending)."""
-        handler = self._pending
-        if handler is None or self._in_flight:
+    def maybe_send(self, now_ms: int, has_incomplete_batches: bool = False) -> int:
+        """Send the pending request (for a transactional producer, the manager's next step) if
+        allowed now; the ms worth waiting before trying again (``NOTHING_TO_WAIT_FOR_MS`` when a
+        request is out, was just sent, or none is pending)."""
+        if self._in_flight:
             return NOTHING_TO_WAIT_FOR_MS
         if now_ms < self._not_before_ms:
             return self._not_before_ms - now_ms
-        node_id = handler.target_node(self._client, now_ms)
-        if node_id is None:
+        if self._pending is None and self._manager.is_transactional:
+            step = self._manager.next_transactional_step(has_incomplete_batches)
+            if step is not None:
+                self._pending = transactional_handler(step, self._manager)
+        handler = self._pending
+        if handler is None:
+            return NOTHING_TO_WAIT_FOR_MS
+        node = handler.target_node(self._client, now_ms)
+        if node is None:
             log.debug("no node to send %s to; waiting for metadata", handler.api.name)
             return self._retry_backoff_ms
-        if not self._client.ready(node_id, now_ms):
-            return min(self._client.connection_delay(node_id, now_ms), self._retry_backoff_ms)
-        request = ClientRequest(node_id, handler.api, handler.request_body(), created_ms=now_ms,
+        if not self._client.ready(node.node_id, now_ms, node):
+            return min(self._client.connection_delay(node.node_id, now_ms), self._retry_backoff_ms)
+        request = ClientRequest(node.node_id, handler.api, handler.request_body, created_ms=now_ms,
+                                max_version=handler.max_version,
                                 callback=lambda response: self._on_response(handler, response))
         try:
             self._client.send(request, now_ms)
@@ -171,15 +406,15 @@ class TxnRequestSender:
             self._pending = None
             handler.on_unsupported_version(exc)
             return NOTHING_TO_WAIT_FOR_MS
-        handler.on_sent(node_id)
+        handler.on_sent(node.node_id)
         self._in_flight = True
         return NOTHING_TO_WAIT_FOR_MS
 
     def _on_response(self, handler: TxnRequestHandler, response: ClientResponse) -> None:
         self._in_flight = False
-        if self._manager.state is ProducerIdState.FATAL_ERROR:
-            self._pending = None                 # failed fatally meanwhile
-            return
+        self._pending = None                     # a retry asks again what to send
+        if self._manager.state is TransactionState.FATAL_ERROR:
+            return                               # failed fatally meanwhile
         if response.disconnected or response.body is None:
             outcome = handler.handle_no_answer(response)
         else:
@@ -187,5 +422,3 @@ class TxnRequestSender:
         if outcome is Outcome.RETRY:
             handler.on_retry()
             self._not_before_ms = response.received_ms + self._retry_backoff_ms
-        else:
-            self._pending = None

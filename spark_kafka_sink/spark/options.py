@@ -29,6 +29,7 @@ Rules, following Spark where it has one:
   as bytes, so keys and values must already be string or binary columns; serialize in the DataFrame
   (``to_json``, ``to_avro``, ``cast``). Other Java-only producer properties (``partitioner.class``,
   ``interceptor.classes``, ...) are refused by name; Spark passes them to its Java producer.
+- ``kafka.transactional.id`` is refused: the tasks writing in parallel would fence each other.
 - An option that is neither ``kafka.*`` nor a sink option is an error with the nearest names (Spark
   ignores it silently; here a typo such as ``topik`` must not be). Spark's Kafka *source* options
   (``subscribe``, ``startingOffsets``, ``includeHeaders``, ``failOnDataLoss``, ...) get their own
@@ -187,6 +188,12 @@ def _fold_case(options: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
 def _property_name(name: str, original: str) -> str:
     """The producer property of a ``kafka.*`` option, or a ConfigError naming the option."""
     prop = name[len(KAFKA_PREFIX):]
+    if prop == "transactional.id":
+        raise ConfigError(
+            f"option {original!r} is not supported: the tasks of a write run in parallel, and "
+            "tasks sharing one transactional id would fence each other. The sink writes at least "
+            "once (each record once per partition with idempotence, more than once only when "
+            "Spark retries a task)")
     if prop in PROPERTIES:
         return prop
     if prop in _SERIALIZERS:

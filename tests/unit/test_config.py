@@ -156,10 +156,19 @@ def test_batch_size_zero_is_valid_as_in_java():
     assert ProducerConfig({**BOOT, "batch.size": 0}).batch_size == 0
 
 
-@pytest.mark.parametrize("extra", [{}, {"enable.idempotence": "false"}])
-def test_transactional_id_is_refused_until_transactions_exist(extra):
-    with pytest.raises(ConfigError, match="transactional.id='etl-1' is set, but this producer does "
-                                          "not support transactions yet"):
+def test_a_transactional_id_keeps_idempotence_on():
+    config = ProducerConfig({**BOOT, "transactional.id": "etl-1", "transaction.timeout.ms": 90_000})
+    assert config.transactional_id == "etl-1" and config.enable_idempotence
+    assert config.transaction_timeout_ms == 90_000
+
+
+@pytest.mark.parametrize("extra, why", [
+    ({"enable.idempotence": "false"}, r"\(enable\.idempotence=false\)"),
+    ({"acks": "1"}, r"\(acks=1, retries=2147483647 turned it off\)"),
+    ({"retries": 0}, r"\(acks=-1, retries=0 turned it off\)"),
+])
+def test_a_transactional_id_without_idempotence_is_refused_as_in_java(extra, why):
+    with pytest.raises(ConfigError, match=r"transactional\.id='etl-1' needs idempotence " + why):
         ProducerConfig({**BOOT, "transactional.id": "etl-1", **extra})
 
 

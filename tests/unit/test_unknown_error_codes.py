@@ -16,7 +16,7 @@ from spark_kafka_sink.errors import (
     AuthenticationError, MetadataTimeoutError, UnknownBrokerError, UnknownServerErrorError,
     error_for, for_code, raise_for_code,
 )
-from spark_kafka_sink.producer.transaction_manager import ProducerIdState
+from spark_kafka_sink.producer.txn_states import TransactionState
 from spark_kafka_sink.producer.produce_handler import PartitionResult
 from spark_kafka_sink.protocol import METADATA
 from spark_kafka_sink.structs import TopicPartition
@@ -59,7 +59,7 @@ def test_init_producer_id_with_an_unknown_code_fails_instead_of_taking_producer_
     h.run_until(future.done)
     _is_unknown_server_error(future.exception(0))
     assert "InitProducerId failed" in str(future.exception(0))
-    assert h.transaction_manager.state is not ProducerIdState.READY
+    assert h.transaction_manager.state is not TransactionState.READY
     assert h.requests(PRODUCE) == [] and len(h.requests(INIT_PRODUCER_ID)) == 1
     assert h.pool.available_memory == MEMORY
 

@@ -13,7 +13,8 @@ from spark_kafka_sink.errors import (
     UnknownProducerIdError,
 )
 from spark_kafka_sink.bytecodec import INT32_MAX
-from spark_kafka_sink.producer.transaction_manager import MAX_EPOCH, ProducerIdState, TransactionManager
+from spark_kafka_sink.producer.transaction_manager import MAX_EPOCH, TransactionManager
+from spark_kafka_sink.producer.txn_states import TransactionState 
 from spark_kafka_sink.producer.txn_partition_map import NO_LAST_ACKED_SEQUENCE, ProducerIdAndEpoch
 from spark_kafka_sink.producer.producer_batch import ProducerBatch
 from spark_kafka_sink.record import RecordBatchBuilder
@@ -128,17 +129,17 @@ def test_completed_batches_advance_acks_and_leave_flight():
 
 def test_producer_id_state_table():
     state = TransactionManager()
-    assert state.state is ProducerIdState.UNINITIALIZED and not state.has_producer_id
+    assert state.state is TransactionState.UNINITIALIZED and not state.has_producer_id
     assert state.producer_id_and_epoch == ProducerIdAndEpoch.NONE == ProducerIdAndEpoch(-1, -1)
     assert state.bump_epoch_and_reset_id_if_needed() is True  # the sender must send InitProducerId
     state.begin_init()
     assert state.bump_epoch_and_reset_id_if_needed() is False  # already being sent
     state.init_failed()
-    assert state.state is ProducerIdState.UNINITIALIZED
+    assert state.state is TransactionState.UNINITIALIZED
     state.begin_init()
     state.set_producer_id_and_epoch(5, 0)
-    assert state.state is ProducerIdState.READY and state.has_producer_id
-    with pytest.raises(RuntimeError, match="invalid transaction manager transition: begin_init in state READY"):
+    assert state.state is TransactionState.READY and state.has_producer_id
+    with pytest.raises(RuntimeError, match="invalid transaction state transition: begin_init in state READY"):
         state.begin_init()
 
 
@@ -197,7 +198,7 @@ def test_exhausted_epoch_resets_the_producer_id():
     state = ready_state(producer_id=9, epoch=MAX_EPOCH)
     state.request_epoch_bump(TP)
     assert state.bump_epoch_and_reset_id_if_needed() is True
-    assert state.state is ProducerIdState.UNINITIALIZED
+    assert state.state is TransactionState.UNINITIALIZED
     assert state.producer_id_and_epoch == ProducerIdAndEpoch.NONE
 
 

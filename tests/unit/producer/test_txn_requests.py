@@ -1,5 +1,5 @@
 """The producer's own requests (``txn_requests``): a handler's outcome decides whether the sender
-of those requests is done, waits out ``retry.backoff.ms`` before sending again, or stops; one
+of those requests is done, waits out ``retry.backoff.ms`` before the next request, or stops; one
 request at a time. Over the sender harness's in-memory brokers."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from spark_kafka_sink.errors import IllegalStateError
-from spark_kafka_sink.producer.transaction_manager import ProducerIdState
+from spark_kafka_sink.producer.txn_states import TransactionState
 from spark_kafka_sink.producer.txn_requests import (
     NOTHING_TO_WAIT_FOR_MS, InitProducerIdHandler, Outcome, TxnRequestSender,
 )
@@ -52,12 +52,14 @@ def poll_until_answered(h, sender, handler, answers):
 def test_a_retry_waits_out_the_backoff_and_done_ends_the_request():
     h, sender, handler = setup([Outcome.RETRY, Outcome.DONE])
     poll_until_answered(h, sender, handler, 1)
-    assert h.transaction_manager.state is ProducerIdState.UNINITIALIZED and sender.has_pending
+    assert h.transaction_manager.state is TransactionState.UNINITIALIZED
+    assert not sender.has_pending                               # a retry asks again what to send
+    sender.enqueue(handler)
     assert sender.maybe_send(h.now) == 100                      # the backoff, nothing sent
     assert len(h.requests(INIT_PRODUCER_ID)) == 1
     h.clock.advance(100)
     poll_until_answered(h, sender, handler, 2)
-    assert h.transaction_manager.state is ProducerIdState.READY and not sender.has_pending
+    assert h.transaction_manager.state is TransactionState.READY and not sender.has_pending
     assert sender.maybe_send(h.now) == NOTHING_TO_WAIT_FOR_MS
     assert len(h.requests(INIT_PRODUCER_ID)) == 2
 

@@ -53,9 +53,9 @@ def test_bad_producer_value_names_the_property():
     assert "kafka.*" in message and "linger.ms" in message and "'soon'" in message
 
 
-def test_transactional_id_is_refused_on_the_driver_until_transactions_exist():
+def test_transactional_id_is_refused_on_the_driver_tasks_would_fence_each_other():
     message = error_of({**BOOT, "kafka.transactional.id": "etl"})
-    assert "transactional.id='etl'" in message and "not support transactions yet" in message
+    assert "'kafka.transactional.id' is not supported" in message and "fence each other" in message
 
 
 def test_batch_size_above_buffer_memory_is_refused_on_the_driver_and_zero_is_valid():
