@@ -17,6 +17,9 @@ _EXPORTS = {
     "KafkaDataSource": "spark_kafka_sink.spark.datasource",
     "KafkaProducer": "spark_kafka_sink.producer.producer",
     "DeliveryTally": "spark_kafka_sink.producer.tally",
+    "ResumableTransaction": "spark_kafka_sink.producer.resumable",
+    "commit_resumable": "spark_kafka_sink.producer.resumable",
+    "abort_resumable": "spark_kafka_sink.producer.resumable",
     "ProducerConfig": "spark_kafka_sink.config",
     "RecordMetadata": "spark_kafka_sink.structs",
     "TopicPartition": "spark_kafka_sink.structs",
@@ -37,6 +40,7 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from .config import ProducerConfig
     from .producer.producer import KafkaProducer
+    from .producer.resumable import ResumableTransaction, abort_resumable, commit_resumable
     from .producer.tally import DeliveryTally
     from .spark.datasource import KafkaDataSource
     from .spark.sink import KafkaSink

@@ -49,6 +49,7 @@ from .future import RecordFuture
 from .metrics import ProducerMetrics
 from .metrics_snapshot import MetricsSnapshot
 from .partitioner import StickyPartitioner, TopicPartitions, check_partition, partition_for_key
+from .resumable import ResumableTransaction
 from .sender import Sender, SenderSettings
 from .topics import check_topic
 from .transaction_manager import TransactionManager
@@ -496,6 +497,21 @@ class KafkaProducer:
         """Abort: records not sent yet fail with ``TransactionAbortedError``, the rest are
         marked aborted, invisible to ``read_committed`` consumers. ``timeout`` as for commit."""
         self._transaction_step("abort", lambda txn: txn.begin_abort(), timeout)
+
+    def resumable_transaction(self) -> ResumableTransaction:
+        """The open transaction as a small picklable value, to be committed or aborted from any
+        process by :func:`~.resumable.commit_resumable` / :func:`~.resumable.abort_resumable`
+        (see :mod:`.resumable`). Call ``flush()`` first and check the records: every batch must
+        have completed (``IllegalStateError`` otherwise), and a failed one has made the
+        transaction abortable (its error is raised). Closing the producer afterwards leaves the
+        transaction open on the broker, for the holder of the value to complete."""
+        txn = self._transaction_manager("resumable_transaction")
+        if self._accumulator.has_incomplete():
+            raise IllegalStateError("resumable_transaction() while records are still in flight: "
+                                    "call flush() first")
+        pid_epoch, partitions, version = txn.open_transaction()
+        return ResumableTransaction(txn.transactional_id, pid_epoch.producer_id, pid_epoch.epoch,
+                                    tuple(sorted(partitions)), version)
 
     def _transaction_manager(self, operation: str) -> TransactionManager:
         if self._transactional is None:

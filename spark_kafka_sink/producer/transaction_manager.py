@@ -121,6 +121,15 @@ def fenced_error(manager: "TransactionManager", cause: BaseException, where: str
     """The fatal error of a producer whose epoch the coordinator no longer accepts; ``where``:
     the request that said so."""
     name = getattr(cause, "name", type(cause).__name__)
+    if manager.resumed:
+        error = errors.ProducerFencedError(
+            f"transactional.id {manager.transactional_id!r}: the transaction cannot be completed "
+            f"({name} from {where}): its producer epoch was fenced. If it was not committed "
+            "before, its records are lost: the coordinator aborted it, either because a newer "
+            "producer with the same transactional.id called init_transactions(), or because it "
+            f"outlived transaction.timeout.ms ({manager.transaction_timeout_ms} ms)")
+        error.__cause__ = cause
+        return error
     error = errors.ProducerFencedError(
         f"transactional.id {manager.transactional_id!r}: the producer was fenced ({name} from "
         f"{where}). Either "
@@ -168,6 +177,7 @@ class TransactionManager:
         self._end_committed: bool | None = None  # the EndTxn to send: commit (True) or abort
         self._txn_epoch_bump_required = False
         self._result: TransactionalResult | None = None
+        self.resumed = False                     # completing a transaction handed out elsewhere
 
     # --- producer id state machine --------------------------------------------------------------
 
@@ -582,6 +592,37 @@ class TransactionManager:
             self._end_committed = False
             self._new_partitions.clear()         # their batches are failed before they drain
             return self._new_result("abort_transaction")
+
+    def open_transaction(self) -> tuple[ProducerIdAndEpoch, frozenset[TopicPartition], int]:
+        """The open transaction as it stands (id/epoch, partitions enrolled, transaction
+        version), for a resumable value; ``IllegalStateError`` unless a transaction is open
+        with every partition enrolled."""
+        with self._lock:
+            self._ensure_transactional("resumable_transaction")
+            self._raise_if_fatal()
+            if self._state is TransactionState.ABORTABLE_ERROR:
+                raise self._abortable("resumable_transaction")
+            if self._state is not TransactionState.IN_TRANSACTION:
+                raise IllegalStateError(f"no open transaction to hand out (state "
+                                        f"{self._state.name})")
+            if self._new_partitions or self._pending_partitions:
+                raise IllegalStateError("partitions are still being added to the transaction: "
+                                        "flush() first")
+            return (self._producer_id_and_epoch, frozenset(self._in_transaction),
+                    self._transaction_version)
+
+    def resume_transaction(self, producer_id: int, epoch: int, partitions: frozenset[TopicPartition],
+                           transaction_version: int) -> None:
+        """Take over an open transaction another producer handed out, to commit or abort it
+        (no records are sent: the partitions are already enrolled)."""
+        with self._lock:
+            self._ensure_transactional("resume_transaction")
+            self._transition("resume_transaction")
+            self.resumed = True
+            self._producer_id_and_epoch = ProducerIdAndEpoch(producer_id, epoch)
+            self._in_transaction = set(partitions)
+            self._transaction_started = bool(partitions)
+            self._transaction_version = 2 if transaction_version >= 2 else 1
 
     def check_can_send(self) -> None:
         """A send is allowed only inside a transaction (Java's ``failIfNotReadyForSend``)."""

@@ -329,10 +329,14 @@ class EndTxnHandler(CoordinatorRequestHandler):
             self.manager.end_txn_done(body.producer_id, body.producer_epoch)
             return Outcome.DONE
         if body.error_code == ErrorCode.INVALID_TXN_STATE:
+            what, other = ("commit", "aborted (after transaction.timeout.ms, or by its producer), "
+                           "so its records are lost") if self.committed else ("abort", "committed")
             self.manager.fatal_error(errors.error_for(
-                body.error_code, f"EndTxn({'commit' if self.committed else 'abort'}) for "
-                f"transactional.id {self.manager.transactional_id!r}: the coordinator holds no "
-                "such open transaction"))
+                body.error_code, f"EndTxn({what}) for transactional.id "
+                f"{self.manager.transactional_id!r}, producer id "
+                f"{self.manager.producer_id_and_epoch.producer_id} epoch "
+                f"{self.manager.producer_id_and_epoch.epoch}: the coordinator has no open "
+                f"transaction of that producer to {what}; it was already {other}"))
             return Outcome.FATAL
         return self.handle_error(body.error_code, node_id, "")
 

@@ -8,6 +8,8 @@ its local epoch bumps); a transactional producer walks the rest as well::
     state                   event                       next state
     ----------------------  --------------------------  ------------------------------------------
     UNINITIALIZED           begin_init                  INITIALIZING (InitProducerId to be sent)
+    UNINITIALIZED           resume_transaction          IN_TRANSACTION (another producer's open
+                                                        transaction, to commit or abort)
     INITIALIZING            producer_id_received        READY
     INITIALIZING            init_failed                 UNINITIALIZED (idempotent: sent again)
     READY                   bump_epoch                  READY, epoch + 1 (idempotent, no request)
@@ -52,6 +54,7 @@ _S = TransactionState
 # (state, event) -> next state; FATAL_ERROR is reachable from anywhere and left by nothing.
 TRANSITIONS: dict[tuple[TransactionState, str], TransactionState] = {
     (_S.UNINITIALIZED, "begin_init"): _S.INITIALIZING,
+    (_S.UNINITIALIZED, "resume_transaction"): _S.IN_TRANSACTION,
     (_S.INITIALIZING, "producer_id_received"): _S.READY,
     (_S.INITIALIZING, "init_failed"): _S.UNINITIALIZED,
     (_S.READY, "bump_epoch"): _S.READY,
