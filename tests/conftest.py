@@ -63,6 +63,19 @@ def kafka(tmp_path_factory):
     yield from _embedded(1, tmp_path_factory)
 
 
+TV1_KAFKA_VERSION = "3.9.1"
+"""The newest Kafka without transaction version 2 (KIP-890): its transactions are version 1."""
+
+
+@pytest.fixture(scope="session")
+def kafka_tv1(tmp_path_factory):
+    """A single-node Apache Kafka 3.9 (KRaft), whose transactions are version 1 (AddPartitionsToTxn,
+    EndTxn below v5), for the tests that check both transaction versions."""
+    cluster = EmbeddedKafka(1, version=TV1_KAFKA_VERSION, heap="256m",
+                            work_dir=tmp_path_factory.mktemp("kafka-tv1"))
+    yield from _started(cluster, f"the embedded Apache Kafka {TV1_KAFKA_VERSION}")
+
+
 @pytest.fixture(scope="module")
 def kafka_cluster(tmp_path_factory):
     """A 3-node Apache Kafka cluster (static voters, RF 3, min ISR 2), fresh for each module.

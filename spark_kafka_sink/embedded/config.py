@@ -124,6 +124,8 @@ def server_properties(me: NodeAddress, cluster: Sequence[NodeAddress], log_dir: 
         "transaction.state.log.replication.factor": replication,
         "transaction.state.log.min.isr": min_isr,
         "transaction.state.log.num.partitions": 5,
+        # A transaction past its transaction.timeout.ms is aborted within 1 s, not 10 s.
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1_000,
         "share.coordinator.state.topic.replication.factor": replication,
         "share.coordinator.state.topic.min.isr": min_isr,
         "group.initial.rebalance.delay.ms": 0,

@@ -329,8 +329,10 @@ class EndTxnHandler(CoordinatorRequestHandler):
             self.manager.end_txn_done(body.producer_id, body.producer_epoch)
             return Outcome.DONE
         if body.error_code == ErrorCode.INVALID_TXN_STATE:
-            what, other = ("commit", "aborted (after transaction.timeout.ms, or by its producer), "
-                           "so its records are lost") if self.committed else ("abort", "committed")
+            timeout_ms = self.manager.transaction_timeout_ms
+            what, other = ("commit", f"aborted (after transaction.timeout.ms ({timeout_ms} ms), "
+                           "or by its producer), so its records are lost") if self.committed \
+                else ("abort", "committed")
             self.manager.fatal_error(errors.error_for(
                 body.error_code, f"EndTxn({what}) for transactional.id "
                 f"{self.manager.transactional_id!r}, producer id "
