@@ -109,6 +109,10 @@ class TxnRequestHandler(abc.ABC):
     def on_retry(self) -> None:
         """Called before the handler waits out the backoff to be sent again."""
 
+    def on_unreachable(self, node_id: int) -> None:
+        """The connection to the target node failed before the request could go: by default
+        the next attempt picks a node again."""
+
 
 class InitProducerIdHandler(TxnRequestHandler):
     """InitProducerId for the idempotent producer; see the module docstring."""
@@ -166,6 +170,11 @@ class CoordinatorRequestHandler(TxnRequestHandler):
     def handle_no_answer(self, response: ClientResponse) -> Outcome:
         self.manager.set_coordinator(None)
         return super().handle_no_answer(response)
+
+    def on_unreachable(self, node_id: int) -> None:
+        log.info("%s: cannot connect to the transaction coordinator, node %d; looking it up again",
+                 self.api.name, node_id)
+        self.manager.set_coordinator(None)
 
     def handle_error(self, code: int, node_id: int, context: str) -> Outcome:
         """The outcome of error ``code`` (not NONE) that the handler does not treat itself."""
@@ -271,6 +280,10 @@ class AddPartitionsToTxnHandler(CoordinatorRequestHandler):
     def handle_no_answer(self, response: ClientResponse) -> Outcome:
         self.manager.partitions_not_added(self.partitions, retry=True)
         return super().handle_no_answer(response)
+
+    def on_unreachable(self, node_id: int) -> None:
+        self.manager.partitions_not_added(self.partitions, retry=True)
+        super().on_unreachable(node_id)
 
     def on_unsupported_version(self, exc: errors.UnsupportedVersionError) -> None:
         self.manager.partitions_not_added(self.partitions, retry=False)
@@ -402,6 +415,13 @@ class TxnRequestSender:
             log.debug("no node to send %s to; waiting for metadata", handler.api.name)
             return self._retry_backoff_ms
         if not self._client.ready(node.node_id, now_ms, node):
+            if self._client.connection_failed(node.node_id):
+                # the node is down or gone (a coordinator that died): ask again what to send and
+                # where, after the backoff, as Java's maybeFindCoordinatorAndRetry
+                handler.on_unreachable(node.node_id)
+                self._pending = None
+                self._not_before_ms = now_ms + self._retry_backoff_ms
+                return self._retry_backoff_ms
             return min(self._client.connection_delay(node.node_id, now_ms), self._retry_backoff_ms)
         request = ClientRequest(node.node_id, handler.api, handler.request_body, created_ms=now_ms,
                                 max_version=handler.max_version,

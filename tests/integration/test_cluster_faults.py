@@ -23,12 +23,15 @@ whole again. Records are read back with confluent-kafka's consumer (tests/verify
 - A leader that lost producer state: an unclean leader election makes a stale replica the
   leader; the broker answers OUT_OF_ORDER_SEQUENCE_NUMBER; the producer bumps its epoch, resets
   its sequences and delivers everything it sent afterwards exactly once.
+- The transaction coordinator killed with a transaction open, or while its commit is sent: the
+  commit completes after the failover (or fails clearly); read_committed sees all or nothing.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 import uuid
 from collections import Counter
@@ -36,7 +39,7 @@ from collections import Counter
 import pytest
 
 from spark_kafka_sink import KafkaProducer
-from spark_kafka_sink.errors import KafkaTimeoutError
+from spark_kafka_sink.errors import KafkaError, KafkaTimeoutError
 
 from ..helpers import KEEP_FOREVER, wait_for
 from ..verify import consume_all, end_offsets
@@ -403,3 +406,60 @@ def test_leader_that_lost_producer_state_answers_out_of_order_and_the_producer_r
     finally:
         cluster.thaw(2)
         _restore(cluster)
+
+
+# --- the transaction coordinator killed mid-transaction -----------------------------------------
+
+@pytest.mark.parametrize("kill_during", ["transaction", "commit"])
+def test_coordinator_killed_mid_transaction_commits_after_failover_or_fails_never_half(
+        proxied_cluster, kill_during):
+    """The node coordinating the transactional id dies with records written and the transaction
+    open (or with the commit just sent): the commit completes once another node coordinates, or
+    fails with a clear error; a read_committed consumer sees all the records or none."""
+    cluster = proxied_cluster
+    topic, partitions, total = _topic(f"txn-coordinator-{kill_during}"), 6, 3_000
+    cluster.create_topic(topic, partitions, config=KEEP_FOREVER)
+    producer = KafkaProducer({"bootstrap.servers": cluster.bootstrap_servers,
+                              "transactional.id": f"coordinator-{uuid.uuid4().hex[:8]}",
+                              "request.timeout.ms": 5_000, "linger.ms": 5})
+    try:
+        producer.init_transactions(timeout=60)
+        victim = producer._transactional.coordinator.node_id
+        producer.begin_transaction()
+        futures = _send_range(producer, topic, 0, total)
+        producer.flush(timeout=60)
+        _assert_all_delivered(futures)
+        outcome = None
+        started = time.monotonic()
+        try:
+            if kill_during == "transaction":
+                cluster.kill(victim)
+                producer.commit_transaction(timeout=90)
+            else:
+                with_commit = threading.Thread(target=lambda: cluster.kill(victim))
+                with_commit.start()
+                try:
+                    producer.commit_transaction(timeout=90)
+                finally:
+                    with_commit.join()
+            outcome = "committed"
+        except KafkaTimeoutError:
+            raise                                 # stuck on the dead coordinator: a defect
+        except KafkaError as error:               # a clear error is allowed, never half a commit
+            assert "transactional.id" in str(error), error
+            outcome = f"failed: {error!r}"
+        logging.getLogger(__name__).info("coordinator %d killed during the %s: %s after %.1f s",
+                                         victim, kill_during, outcome, time.monotonic() - started)
+        if outcome == "committed":
+            assert producer._transactional.coordinator.node_id != victim
+            consumed = consume_all(cluster.bootstrap_servers, topic, partitions, expected_count=total,
+                                   timeout_s=90)
+            _check_indices_once(consumed, set(range(total)))
+        else:
+            # whatever the coordinator decides in the end, a reader sees all or nothing
+            consumed = consume_all(cluster.bootstrap_servers, topic, partitions, expected_count=0,
+                                   timeout_s=90)
+            assert sum(len(v) for v in consumed.values()) in (0, total)
+    finally:
+        producer.close(timeout=10)
+        _restore(cluster, topic)
