@@ -406,6 +406,8 @@ class RecordAccumulator:
             batch.close_for_appends()
         queue.batches.append(batch)
         self._incomplete.add(batch)
+        if self._txn is not None:
+            self._txn.maybe_add_partition(queue.tp)
         return RecordAppendResult(future, len(queue.batches) > 1 or batch.is_full, True,
                                   batch.estimated_size_in_bytes)
 
@@ -435,6 +437,8 @@ class RecordAccumulator:
                 batches.append(batch)
                 lease = None  # the batch owns it now
                 self._incomplete.add(batch)
+                if self._txn is not None:
+                    self._txn.maybe_add_partition(tp)
                 return batch
         finally:
             self._pool.deallocate(lease)

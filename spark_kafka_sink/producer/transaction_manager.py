@@ -66,8 +66,10 @@ transitions are one table, in :mod:`.txn_states`.
   when the coordinator is unknown, InitProducerId (with the transactional id, and the current id
   and epoch when it bumps the epoch), AddPartitionsToTxn for partitions about to get their first
   batch, EndTxn once nothing is left in flight. A partition's batches drain only once it is in
-  the transaction (the drain gate notes it for AddPartitionsToTxn; under transaction version 2,
-  KIP-890, Produce v12 enrols it and the gate lets it through at once). Errors as Java sorts them:
+  the transaction: its first queued batch notes it for AddPartitionsToTxn
+  (:meth:`~TransactionManager.maybe_add_partition`), so one request enrols the partitions of all
+  nodes; under transaction version 2, KIP-890, Produce v12 enrols it and the drain gate lets it
+  through at once. Errors as Java sorts them:
   fencing, authorization, an invalid producer epoch and an unknown error are fatal; a failed batch
   makes the transaction abortable (``abort_transaction()`` then starts the next one); under
   transaction version 1 an abort after a batch that may have left a sequence gap bumps the epoch
@@ -676,6 +678,14 @@ class TransactionManager:
             if state is TransactionState.INITIALIZING:
                 return INIT_PRODUCER_ID
             return ADD_PARTITIONS if enrolling else END_TXN
+
+    def maybe_add_partition(self, tp: TopicPartition) -> None:
+        """A new batch for ``tp`` was queued (Java's ``maybeAddPartition``, per batch here): note
+        the partition for the next AddPartitionsToTxn, so the partitions of a transaction are
+        enrolled together rather than node by node as their batches become drainable."""
+        if self.transactional_id is None or tp in self._in_transaction or tp in self._new_partitions:
+            return
+        self._enrol(tp)
 
     def _enrol(self, tp: TopicPartition) -> bool:
         """The drain gate's part (see the module docstring): whether ``tp`` may drain now."""

@@ -9,6 +9,12 @@ The brokers keep a small log per partition and answer Produce from a script:
 partition response); an empty script means success at the log end offset. Like a broker that holds
 no state for the producer, they check no sequence: whatever reaches them is written. InitProducerId answers
 come from ``harness.init_answers`` (error codes; empty: success with producer id 1000).
+
+Transactional (``transactional_id=...``): every broker answers FindCoordinator naming
+``harness.coordinator`` (node 2 by default), and the coordinator answers AddPartitionsToTxn and
+EndTxn from ``harness.txn_answers[api]`` (error codes; empty: success). ``transaction_version=2``
+makes the brokers finalize ``transaction.version`` 2; EndTxn v5+ then returns the epoch + 1.
+``harness.kill(node_id)`` drops a node's connection and refuses new ones.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ from spark_kafka_sink.producer.accumulator import RecordAccumulator
 from spark_kafka_sink.producer.buffer_pool import BufferPool
 from spark_kafka_sink.producer.transaction_manager import TransactionManager
 from spark_kafka_sink.producer.sender import Sender, SenderSettings
-from spark_kafka_sink.protocol import INIT_PRODUCER_ID, METADATA, PRODUCE, ServerFraming
+from spark_kafka_sink.protocol import (
+    ADD_PARTITIONS_TO_TXN, END_TXN, FIND_COORDINATOR, INIT_PRODUCER_ID, METADATA, PRODUCE, ServerFraming,
+)
 from spark_kafka_sink.record import read_batches
 from spark_kafka_sink.structs import TopicPartition
 
@@ -77,18 +85,26 @@ class Harness:
                  batch_size: int = 1024, max_in_flight: int = 5, client_max_in_flight: int | None = None,
                  delivery_timeout_ms: int = 120_000, request_timeout_ms: int = 30_000,
                  max_request_size: int = 1 << 20, retry_backoff_ms: int = 100,
-                 metrics: Any = None, brokers=BROKERS):
+                 metrics: Any = None, brokers=BROKERS, transactional_id: str | None = None,
+                 transaction_version: int = 1, transaction_timeout_ms: int = 60_000):
         self.clock = FakeClock()
         self.sel = FakeSelector()
         self.topics = dict({"t": 2} if topics is None else topics)
         self.leaders: dict[tuple[str, int], int] = {}   # (topic, partition) -> node, else round-robin
         self.brokers_spec = brokers
         self.brokers: dict[int, FakeBroker] = {}
+        self.coordinator = 2 if len(brokers) > 1 else brokers[0][0]
+        self.txn_answers: dict[Any, list[int]] = defaultdict(list)
+        self.epoch = 0                                # the coordinator's epoch for the id
+        features = {"transaction.version": transaction_version} if transaction_version >= 2 else None
         for node_id, host, port in brokers:
             self.brokers[node_id] = self.sel.add_broker(host, port, FakeBroker(
-                node_id, metadata=self._metadata_answer,
+                node_id, metadata=self._metadata_answer, features=features,
                 handlers={PRODUCE.api_key: lambda request, n=node_id: self._produce_answer(n, request),
-                          INIT_PRODUCER_ID.api_key: self._init_answer}))
+                          INIT_PRODUCER_ID.api_key: self._init_answer,
+                          FIND_COORDINATOR.api_key: self._find_coordinator_answer,
+                          ADD_PARTITIONS_TO_TXN.api_key: self._add_partitions_answer,
+                          END_TXN.api_key: self._end_txn_answer}))
         self.scripts: dict[TopicPartition, list[dict]] = defaultdict(list)
         self.log: dict[TopicPartition, list] = defaultdict(list)   # (pid, epoch, seq, values)
         self.init_answers: list[int] = []
@@ -98,7 +114,8 @@ class Harness:
         self.metadata = Metadata([("b1", 9092)], retry_backoff_ms=retry_backoff_ms,
                                  retry_backoff_max_ms=1000, rng=MidpointRandom())
         self.pool = BufferPool(MEMORY, batch_size, clock=self.clock)
-        self.transaction_manager = TransactionManager() if idempotent else None
+        self.transaction_manager = TransactionManager(transactional_id, transaction_timeout_ms) \
+            if idempotent or transactional_id else None
         self.accumulator = RecordAccumulator(
             batch_size=batch_size, linger_ms=linger_ms, retry_backoff_ms=retry_backoff_ms,
             retry_backoff_max_ms=1000, delivery_timeout_ms=delivery_timeout_ms,
@@ -222,6 +239,38 @@ class Harness:
                                  record.value))
         return {"index": tp.partition, "error_code": 0, "base_offset": base}
 
+    def kill(self, node_id: int) -> None:
+        """The node is gone: its connection drops and new ones are refused."""
+        for address, broker in list(self.sel.brokers.items()):
+            if broker.node_id == node_id:
+                del self.sel.brokers[address]
+        if self.sel.is_open(node_id):
+            self.sel.drop(node_id)
+
+    def _find_coordinator_answer(self, request) -> dict:
+        node = next(spec for spec in self.brokers_spec if spec[0] == self.coordinator)
+        found = {"node_id": node[0], "host": node[1], "port": node[2], "error_code": 0,
+                 "error_message": None}
+        if request.version >= 4:
+            return {"throttle_time_ms": 0, "coordinators": [
+                {"key": request.body.coordinator_keys[0], **found}]}
+        return {"throttle_time_ms": 0, **found}
+
+    def _add_partitions_answer(self, request) -> dict:
+        error = self.txn_answers[ADD_PARTITIONS_TO_TXN].pop(0) if self.txn_answers[ADD_PARTITIONS_TO_TXN] else 0
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
+            {"name": topic.name, "results_by_partition": [
+                {"partition_index": p, "partition_error_code": error} for p in topic.partitions]}
+            for topic in request.body.v3_and_below_topics]}
+
+    def _end_txn_answer(self, request) -> dict:
+        error = self.txn_answers[END_TXN].pop(0) if self.txn_answers[END_TXN] else 0
+        if error == 0 and request.version >= 5:
+            self.epoch = request.body.producer_epoch + 1
+            return {"throttle_time_ms": 0, "error_code": 0, "producer_id": PRODUCER_ID,
+                    "producer_epoch": self.epoch}
+        return {"throttle_time_ms": 0, "error_code": error}
+
     def _init_answer(self, request) -> dict:
         error = self.init_answers.pop(0) if self.init_answers else 0
         epoch = request.body.producer_epoch + 1 if request.body.producer_id >= 0 else 0
@@ -231,4 +280,4 @@ class Harness:
 
 
 __all__ = ["Harness", "RecordingMetrics", "TS", "PRODUCER_ID", "MEMORY", "METADATA", "PRODUCE",
-           "INIT_PRODUCER_ID"]
+           "INIT_PRODUCER_ID", "FIND_COORDINATOR", "ADD_PARTITIONS_TO_TXN", "END_TXN"]
