@@ -1,4 +1,6 @@
-"""The one admin call the demo and the jobs' users need: create a topic and wait until it is usable.
+"""The admin calls the demo, the jobs and the sink need: create a topic and wait until it is
+usable (:func:`create_topic`), and read a small partition back whole (:func:`read_partition`:
+the exactly-once sink's commit log).
 
 A producer can write to a topic only once every partition has a leader, and right after
 CreateTopics returns the leaders may not be elected yet; :func:`create_topic` waits for them,
@@ -19,10 +21,12 @@ from .client.blocking import BlockingConnection
 from .client.security import ConnectionSecurity
 from .config import ProducerConfig
 from .error_codes import ErrorCode
-from .errors import KafkaError, raise_for_code
+from .errors import KafkaError, error_for, raise_for_code
 from .protocol import apis
+from .record import read_batches
+from .record.reader import Record
 
-__all__ = ["CreatedTopic", "create_topic"]
+__all__ = ["CreatedTopic", "create_topic", "read_partition"]
 
 _POLL_S = 0.1
 BROKER_DEFAULT = -1
@@ -103,3 +107,85 @@ def _leaders(conn: BlockingConnection, topic: str) -> dict[int, int]:
                                             "allow_auto_topic_creation": False})
     return {p.partition_index: (p.leader_id if p.error_code == 0 else -1)
             for t in response.topics if t.error_code == 0 for p in t.partitions}
+
+
+_READ_MAX_BYTES = 1 << 20
+_LATEST, _EARLIEST = -1, -2
+
+
+def read_partition(bootstrap: str, topic: str, partition: int = 0, *, timeout_s: float = 30.0,
+                   config: ProducerConfig | Mapping[str, Any] | None = None) -> list[Record]:
+    """Every record of ``topic``-``partition`` from its log start to its end as of the call
+    (read_uncommitted; control records left out), read from the leader with ListOffsets and
+    Fetch. Meant for small, compacted topics: it holds them in memory. Retriable errors (a leader
+    moving, a partition still loading) are retried until ``timeout_s``; others raise."""
+    deadline = time.monotonic() + timeout_s
+    security = connection_security(bootstrap, config)
+    host, port = _first_address(bootstrap)
+    while True:
+        try:
+            with BlockingConnection(host, port, timeout_s=timeout_s, security=security) as conn:
+                leader = _leader_address(conn, topic, partition)
+            with BlockingConnection(*leader, timeout_s=timeout_s, security=security) as conn:
+                start = _list_offset(conn, topic, partition, _EARLIEST)
+                end = _list_offset(conn, topic, partition, _LATEST)
+                return _fetch_range(conn, topic, partition, start, end, deadline)
+        except KafkaError as error:
+            if not getattr(error, "retriable", False) or time.monotonic() > deadline:
+                raise
+            time.sleep(_POLL_S)
+
+
+def _leader_address(conn: BlockingConnection, topic: str, partition: int) -> tuple[str, int]:
+    response = conn.request(apis.METADATA, {"topics": [{"name": topic}],
+                                            "allow_auto_topic_creation": False})
+    brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+    for t in response.topics:
+        raise_for_code(t.error_code, f"Metadata for topic {topic}")
+        for p in t.partitions:
+            if p.partition_index == partition:
+                raise_for_code(p.error_code, f"Metadata for {topic}-{partition}")
+                if p.leader_id in brokers:
+                    return brokers[p.leader_id]
+    raise error_for(5, f"{topic}-{partition} has no leader yet")   # LEADER_NOT_AVAILABLE
+
+
+def _list_offset(conn: BlockingConnection, topic: str, partition: int, timestamp: int) -> int:
+    response = conn.request(apis.LIST_OFFSETS, {"topics": [{"name": topic, "partitions": [
+        {"partition_index": partition, "timestamp": timestamp}]}]})
+    for t in response.topics:
+        for p in t.partitions:
+            raise_for_code(p.error_code, f"ListOffsets for {topic}-{partition}")
+            return p.offset
+    raise KafkaError(f"ListOffsets for {topic}-{partition}: no answer for the partition")
+
+
+def _fetch_range(conn: BlockingConnection, topic: str, partition: int, start: int, end: int,
+                 deadline: float) -> list[Record]:
+    records: list[Record] = []
+    offset = start
+    while offset < end:
+        if time.monotonic() > deadline:
+            raise KafkaError(f"reading {topic}-{partition}: offsets {offset}..{end} not read in time")
+        response = conn.request(apis.FETCH, {
+            "max_wait_ms": 0, "min_bytes": 1, "max_bytes": _READ_MAX_BYTES,
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": partition, "fetch_offset": offset,
+                 "partition_max_bytes": _READ_MAX_BYTES}]}],
+            "forgotten_topics_data": []})
+        raise_for_code(response.error_code, f"Fetch for {topic}-{partition}")
+        data = next(p for t in response.responses for p in t.partitions
+                    if p.partition_index == partition)
+        raise_for_code(data.error_code, f"Fetch for {topic}-{partition} at offset {offset}")
+        progressed = False
+        for batch in read_batches(data.records or b""):
+            if batch.last_offset >= offset:
+                progressed = True
+            offset = max(offset, batch.last_offset + 1)
+            if batch.is_control:
+                continue
+            records.extend(r for r in batch.records if start <= r.offset < end)
+        if not progressed:
+            raise KafkaError(f"reading {topic}-{partition}: no batch at offset {offset} (end {end}): "
+                             "a record larger than the fetch size?")
+    return records

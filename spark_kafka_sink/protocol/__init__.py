@@ -15,8 +15,9 @@ Nothing here imports socket, selectors, threading, time, asyncio or pyspark. The
 
 from .api_message import ApiMessage
 from .apis import (
-    ADD_PARTITIONS_TO_TXN, ALL_APIS, API_VERSIONS, BY_KEY, BY_NAME, CREATE_TOPICS, END_TXN,
-    FIND_COORDINATOR, INIT_PRODUCER_ID, METADATA, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE,
+    ADD_PARTITIONS_TO_TXN, ALL_APIS, API_VERSIONS, BY_KEY, BY_NAME, CREATE_TOPICS, END_TXN, FETCH,
+    FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, PRODUCE, SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
 )
 from .framing import ClientFraming, IncomingRequest, OutgoingRequest, Response, ServerFraming
 from .schema import Field, Schema
@@ -27,6 +28,6 @@ __all__ = [
     "ApiMessage", "Struct", "Field", "Schema", "VersionRange", "negotiate",
     "ranges_from_api_versions", "ClientFraming", "ServerFraming", "OutgoingRequest", "Response",
     "IncomingRequest", "ALL_APIS", "BY_KEY", "BY_NAME", "API_VERSIONS", "METADATA", "PRODUCE",
-    "INIT_PRODUCER_ID", "CREATE_TOPICS", "FIND_COORDINATOR", "ADD_PARTITIONS_TO_TXN", "END_TXN",
+    "INIT_PRODUCER_ID", "CREATE_TOPICS", "FETCH", "LIST_OFFSETS", "FIND_COORDINATOR", "ADD_PARTITIONS_TO_TXN", "END_TXN",
     "SASL_HANDSHAKE", "SASL_AUTHENTICATE",
 ]

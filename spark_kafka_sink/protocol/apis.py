@@ -2,6 +2,8 @@
 
     API                     key  versions  flexible
     Produce                   0    3-12      9+
+    Fetch                     1    4-11      none (12+ not declared)
+    ListOffsets               2    1-5       none (6+ not declared)
     Metadata                  3    4-13      9+
     FindCoordinator          10    0-6       3+
     SaslHandshake            17    0-1       none
@@ -18,6 +20,7 @@ from __future__ import annotations
 from .api_message import ApiMessage
 from .messages.api_versions import API_VERSIONS
 from .messages.create_topics import CREATE_TOPICS
+from .messages.fetch import FETCH, LIST_OFFSETS
 from .messages.find_coordinator import FIND_COORDINATOR
 from .messages.init_producer_id import INIT_PRODUCER_ID
 from .messages.metadata import METADATA
@@ -26,7 +29,7 @@ from .messages.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from .messages.transactions import ADD_PARTITIONS_TO_TXN, END_TXN
 
 ALL_APIS: tuple[ApiMessage, ...] = (
-    PRODUCE, METADATA, FIND_COORDINATOR, SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS,
+    PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS,
     INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, SASL_AUTHENTICATE,
 )
 
@@ -35,7 +38,7 @@ BY_KEY: dict[int, ApiMessage] = {api.api_key: api for api in ALL_APIS}
 BY_NAME: dict[str, ApiMessage] = {api.name: api for api in ALL_APIS}
 
 __all__ = [
-    "ALL_APIS", "BY_KEY", "BY_NAME", "API_VERSIONS", "METADATA", "PRODUCE", "INIT_PRODUCER_ID",
+    "ALL_APIS", "BY_KEY", "BY_NAME", "API_VERSIONS", "METADATA", "PRODUCE", "FETCH", "LIST_OFFSETS", "INIT_PRODUCER_ID",
     "CREATE_TOPICS", "FIND_COORDINATOR", "ADD_PARTITIONS_TO_TXN", "END_TXN", "SASL_HANDSHAKE",
     "SASL_AUTHENTICATE",
 ]

@@ -50,6 +50,8 @@ def test_registry_matches_the_declared_ranges():
         "ApiVersions": (18, 0, 4, 3),
         "Metadata": (3, 4, 13, 9),
         "Produce": (0, 3, 12, 9),
+        "Fetch": (1, 4, 11, None),
+        "ListOffsets": (2, 1, 5, None),
         "InitProducerId": (22, 3, 5, 2),
         "CreateTopics": (19, 2, 7, 5),
         "FindCoordinator": (10, 0, 6, 3),
