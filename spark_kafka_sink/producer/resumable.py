@@ -7,7 +7,9 @@ partitions enrolled and the transaction protocol version. Closing that producer 
 transaction open on the broker. :func:`commit_resumable` (or :func:`abort_resumable`) then finds
 the coordinator of the transactional id and sends EndTxn with that id and epoch: the same request
 the producer would have sent. This is the second phase of a two-phase commit: Spark tasks write
-and hand out their transactions; the driver commits them once every task succeeded.
+and hand out their transactions; the driver commits them once every task succeeded. :func:`fence_transactional_ids` is the
+other tool of that driver: it fences the producers of a list of transactional ids and aborts what
+they left open, as ``init_transactions()`` would, without a producer.
 
 What the coordinator answers decides the outcome:
 
@@ -21,12 +23,15 @@ What the coordinator answers decides the outcome:
   :class:`~spark_kafka_sink.errors.InvalidTxnStateError` saying so;
 - no answer within ``timeout``: :class:`~spark_kafka_sink.errors.KafkaTimeoutError`; the
   transaction stays as it was, and the call can be repeated.
+
+A fenced id's producer gets ``ProducerFencedError`` at its next transactional request; its open
+transaction is aborted by the coordinator before the InitProducerId returns.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from ..client.metadata import Metadata
 from ..client.network_client import NetworkClient, NetworkSettings
@@ -37,6 +42,7 @@ from ..errors import ConfigError, KafkaTimeoutError
 from ..structs import TopicPartition
 from .transaction_manager import TransactionManager
 from .txn_requests import TxnRequestSender
+from .txn_states import TransactionalResult
 
 _MAX_POLL_MS = 100
 
@@ -85,6 +91,26 @@ def abort_resumable(transaction: ResumableTransaction, config: Mapping[str, Any]
     _complete(transaction, config, timeout, commit=False, clock=clock, selector=selector)
 
 
+def fence_transactional_ids(transactional_ids: Iterable[str],
+                            config: Mapping[str, Any] | ProducerConfig, timeout: float | None = None,
+                            *, clock: Clock = SYSTEM_CLOCK, selector: Selectable | None = None) -> int:
+    """Fence every producer of each of ``transactional_ids`` and abort the transaction it left
+    open, as ``init_transactions()`` does, with no producer thread: one InitProducerId per id,
+    sent concurrently. Returns how many ids were fenced. ``config`` as for
+    :func:`commit_resumable` (its ``transaction.timeout.ms`` is the one the InitProducerId
+    carries: a broker whose ``transaction.max.timeout.ms`` is lower refuses it, naming it)."""
+    ids = list(dict.fromkeys(transactional_ids))
+    if not ids:
+        return 0
+    cfg = ProducerConfig.coerce(config)
+    steps = []
+    for transactional_id in ids:
+        manager = TransactionManager(transactional_id, cfg.transaction_timeout_ms)
+        steps.append((manager, manager.initialize_transactions()))
+    _run(steps, cfg, timeout, f"fencing {len(ids)} transactional id(s)", clock, selector)
+    return len(ids)
+
+
 def _complete(transaction: ResumableTransaction, config: Mapping[str, Any] | ProducerConfig,
               timeout: float | None, *, commit: bool, clock: Clock,
               selector: Selectable | None) -> None:
@@ -98,6 +124,14 @@ def _complete(transaction: ResumableTransaction, config: Mapping[str, Any] | Pro
     manager.resume_transaction(transaction.producer_id, transaction.producer_epoch,
                                frozenset(transaction.partitions), transaction.transaction_version)
     result = manager.begin_commit() if commit else manager.begin_abort()
+    what = f"the {'commit' if commit else 'abort'} of the {transaction}"
+    _run([(manager, result)], cfg, timeout, what, clock, selector)
+
+
+def _run(steps: list[tuple[TransactionManager, TransactionalResult]], cfg: ProducerConfig,
+         timeout: float | None, what: str, clock: Clock, selector: Selectable | None) -> None:
+    """Drive each manager's requests on one client until every result is done, then raise the
+    first error; ``KafkaTimeoutError`` naming ``what`` when ``timeout`` runs out first."""
     metadata = Metadata([(hp.host, hp.port) for hp in cfg.bootstrap_servers],
                         metadata_max_age_ms=cfg.metadata_max_age_ms,
                         retry_backoff_ms=cfg.retry_backoff_ms,
@@ -106,19 +140,21 @@ def _complete(transaction: ResumableTransaction, config: Mapping[str, Any] | Pro
         selector=selector or Selector(clock=clock, transport_factory=transport_factory_for(cfg)),
         metadata=metadata, clock=clock,
         settings=NetworkSettings.from_config(cfg, client_id=cfg.client_id or "transaction-resumer"))
-    requests = TxnRequestSender(client=client, manager=manager, retry_backoff_ms=cfg.retry_backoff_ms)
+    senders = [(TxnRequestSender(client=client, manager=manager, retry_backoff_ms=cfg.retry_backoff_ms),
+                result) for manager, result in steps]
     budget_ms = cfg.max_block_ms if timeout is None else int(timeout * 1000)
     deadline_ms = clock.monotonic_ms() + budget_ms
     try:
-        while not result.is_done:
+        while not all(result.is_done for _, result in senders):
             now_ms = clock.monotonic_ms()
             if now_ms >= deadline_ms:
-                what = "commit" if commit else "abort"
-                raise KafkaTimeoutError(f"the {what} of the {transaction} did not complete within "
-                                        f"{budget_ms} ms; it is unchanged, so the call can be repeated")
-            wait_ms = requests.maybe_send(now_ms)
+                raise KafkaTimeoutError(f"{what} did not complete within {budget_ms} ms; nothing "
+                                        "changed that cannot be repeated: the call can be retried")
+            wait_ms = min((sender.maybe_send(now_ms) for sender, result in senders
+                           if not result.is_done), default=_MAX_POLL_MS)
             client.poll(max(0, min(wait_ms, _MAX_POLL_MS, deadline_ms - now_ms)), now_ms)
-        result.wait(0)                           # raises the step's error, if any
+        for _, result in senders:
+            result.wait(0)                       # raises the step's error, if any
     finally:
         client.close()
         metadata.close()

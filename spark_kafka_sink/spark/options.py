@@ -18,6 +18,15 @@ The options mirror Spark's built-in Kafka sink (``KafkaSourceProvider``):
                             (``foreachPartition``, one ``send`` per row, metrics in an
                             accumulator). Case and surrounding blanks do not matter. The Data
                             Source accepts it and writes rows either way.
+``delivery.guarantee``      Sink-only. ``at-least-once`` (the default) or ``exactly-once``: each
+                            task writes in a Kafka transaction that the driver commits once every
+                            task succeeded (see ``spark/exactly_once.py`` and the README).
+``transactional.id.prefix`` Required for ``exactly-once``, one per query: task ``p`` writes with
+                            transactional id ``<prefix>-<p>``. Up to 200 characters, no blanks or
+                            control characters.
+``commit.topic``            Exactly-once: the compacted topic where the driver records each
+                            micro-batch's transactions before committing them. Default
+                            ``spark-kafka-sink-commits.<prefix>``; the sink creates it.
 ==========================  ===================================================================
 
 Rules, following Spark where it has one:
@@ -29,7 +38,9 @@ Rules, following Spark where it has one:
   as bytes, so keys and values must already be string or binary columns; serialize in the DataFrame
   (``to_json``, ``to_avro``, ``cast``). Other Java-only producer properties (``partitioner.class``,
   ``interceptor.classes``, ...) are refused by name; Spark passes them to its Java producer.
-- ``kafka.transactional.id`` is refused: the tasks writing in parallel would fence each other.
+- ``kafka.transactional.id`` is refused: the tasks writing in parallel would fence each other
+  (exactly-once gives each task its own id). With ``exactly-once``, ``kafka.transaction.timeout.ms``
+  defaults to :data:`EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS` (10 minutes).
 - An option that is neither ``kafka.*`` nor a sink option is an error with the nearest names (Spark
   ignores it silently; here a typo such as ``topik`` must not be). Spark's Kafka *source* options
   (``subscribe``, ``startingOffsets``, ``includeHeaders``, ``failOnDataLoss``, ...) get their own
@@ -60,7 +71,19 @@ MODE = "mode"
 ARROW, ROWS = "arrow", "rows"
 MODES = (ARROW, ROWS)
 DEFAULT_MODE = ARROW
-SINK_OPTIONS = (TOPIC, PRODUCER_CACHE_TIMEOUT, MODE)
+DELIVERY_GUARANTEE = "delivery.guarantee"
+AT_LEAST_ONCE, EXACTLY_ONCE = "at-least-once", "exactly-once"
+GUARANTEES = (AT_LEAST_ONCE, EXACTLY_ONCE)
+TXN_PREFIX = "transactional.id.prefix"
+COMMIT_TOPIC = "commit.topic"
+COMMIT_TOPIC_PREFIX = "spark-kafka-sink-commits."
+MAX_PREFIX_LENGTH = 200
+EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS = 10 * 60 * 1000
+"""``transaction.timeout.ms`` of the tasks' producers in exactly-once mode unless
+``kafka.transaction.timeout.ms`` is given: a micro-batch's transactions stay open from the task's
+first record until the driver commits them, which must fit (brokers refuse more than their
+``transaction.max.timeout.ms``, 15 minutes by default)."""
+SINK_OPTIONS = (TOPIC, PRODUCER_CACHE_TIMEOUT, MODE, DELIVERY_GUARANTEE, TXN_PREFIX, COMMIT_TOPIC)
 IGNORED_OPTIONS = frozenset({"checkpointlocation"})  # added by Spark's streaming writer
 
 # Spark's Kafka source options (KafkaSourceProvider), lowercased: meaningless for a sink.
@@ -103,7 +126,8 @@ class SinkConfig:
 
     ``producer_config`` holds the ``kafka.*`` properties; ``topic`` is the default topic (``None``:
     each row's ``topic`` column); ``producer_cache_timeout_ms`` is the pooled producer's idle life;
-    ``mode`` is ``"arrow"`` or ``"rows"`` (see the module docstring). Build it with
+    ``mode`` is ``"arrow"`` or ``"rows"`` (see the module docstring); ``delivery_guarantee``,
+    ``transactional_id_prefix`` and ``commit_topic`` configure exactly-once writes. Build it with
     :meth:`from_options`; the constructor validates too.
     """
 
@@ -111,6 +135,9 @@ class SinkConfig:
     topic: str | None = None
     producer_cache_timeout_ms: int = DEFAULT_PRODUCER_CACHE_TIMEOUT_MS
     mode: str = DEFAULT_MODE
+    delivery_guarantee: str = AT_LEAST_ONCE
+    transactional_id_prefix: str | None = None
+    commit_topic: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.producer_config, ProducerConfig):
@@ -124,6 +151,45 @@ class SinkConfig:
                               f"got {timeout!r}")
         if self.mode not in MODES:
             raise ConfigError(_bad_mode(self.mode))
+        if self.delivery_guarantee not in GUARANTEES:
+            raise ConfigError(_bad_guarantee(self.delivery_guarantee))
+        if not self.exactly_once:
+            for name, value in ((TXN_PREFIX, self.transactional_id_prefix), (COMMIT_TOPIC, self.commit_topic)):
+                if value is not None:
+                    raise ConfigError(f"option {name!r} is set but {DELIVERY_GUARANTEE!r} is "
+                                      f"{AT_LEAST_ONCE!r}: set {DELIVERY_GUARANTEE}={EXACTLY_ONCE!r} "
+                                      "to write in transactions, or remove it")
+            return
+        if self.transactional_id_prefix is None:
+            raise ConfigError(f"{DELIVERY_GUARANTEE}={EXACTLY_ONCE!r} needs option {TXN_PREFIX!r}: a "
+                              "name for this query's transactional ids (task p writes with "
+                              "'<prefix>-<p>'); give each query its own")
+        if problem := prefix_problem(self.transactional_id_prefix):
+            raise ConfigError(f"option {TXN_PREFIX!r}: {problem}")
+        if self.commit_topic is None:
+            raise ConfigError(f"option {COMMIT_TOPIC!r} is not set: build the config with "
+                              "SinkConfig.from_options, which derives it from the prefix")
+        if problem := topic_name_problem(self.commit_topic):
+            raise ConfigError(f"option {COMMIT_TOPIC!r} ({self.commit_topic!r}): {problem}")
+        self.transactional_config(0)             # the producer rules, checked on the driver
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery_guarantee == EXACTLY_ONCE
+
+    def transactional_id(self, partition_id: int) -> str:
+        """The transactional id of the task writing Spark partition ``partition_id``."""
+        return f"{self.transactional_id_prefix}-{partition_id}"
+
+    def transactional_config(self, partition_id: int) -> ProducerConfig:
+        """The producer config of the task writing Spark partition ``partition_id`` in
+        exactly-once mode: the sink's, with that task's transactional id."""
+        try:
+            return self.producer_config.with_overrides(
+                {"transactional.id": self.transactional_id(partition_id)})
+        except ConfigError as error:
+            raise ConfigError(f"{DELIVERY_GUARANTEE}={EXACTLY_ONCE!r}: producer option (kafka.*): "
+                              f"{error}") from None
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> SinkConfig:
@@ -143,12 +209,27 @@ class SinkConfig:
         if "bootstrap.servers" not in properties:
             raise ConfigError("option 'kafka.bootstrap.servers' is required: the brokers to start from, "
                               "as a comma-separated list of host:port")
+        guarantee = _guarantee(sink.get(DELIVERY_GUARANTEE))
+        if guarantee == EXACTLY_ONCE and "transaction.timeout.ms" not in properties:
+            properties["transaction.timeout.ms"] = EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS
         try:
             producer_config = ProducerConfig.from_properties(properties)
         except ConfigError as error:  # name the option as the user wrote it: kafka.<property>
             raise ConfigError(f"producer option (kafka.*): {error}") from None
+        prefix = sink.get(TXN_PREFIX)
+        if prefix is not None and not isinstance(prefix, str):
+            raise ConfigError(f"option {TXN_PREFIX!r} must be a string, got {type(prefix).__name__}")
+        commit_topic = sink.get(COMMIT_TOPIC)
+        if commit_topic is not None:
+            commit_topic = _topic(commit_topic, COMMIT_TOPIC)
+        elif guarantee == EXACTLY_ONCE and prefix is not None and not prefix_problem(prefix):
+            commit_topic = COMMIT_TOPIC_PREFIX + prefix
+            if problem := topic_name_problem(commit_topic):
+                raise ConfigError(f"the commit topic derived from option {TXN_PREFIX!r}, "
+                                  f"{commit_topic!r}, is not a valid topic name ({problem}); set "
+                                  f"option {COMMIT_TOPIC!r}")
         return cls(producer_config, _topic(sink.get(TOPIC)), _timeout(sink.get(PRODUCER_CACHE_TIMEOUT)),
-                   _mode(sink.get(MODE)))
+                   _mode(sink.get(MODE)), guarantee, prefix, commit_topic)
 
     def redacted(self) -> dict[str, Any]:
         """The options that differ from the defaults, by option name, secrets as ``"[hidden]"``:
@@ -163,6 +244,10 @@ class SinkConfig:
             out[PRODUCER_CACHE_TIMEOUT] = f"{self.producer_cache_timeout_ms}ms"
         if self.mode != DEFAULT_MODE:
             out[MODE] = self.mode
+        if self.exactly_once:
+            out[DELIVERY_GUARANTEE] = self.delivery_guarantee
+            out[TXN_PREFIX] = self.transactional_id_prefix
+            out[COMMIT_TOPIC] = self.commit_topic
         return out
 
     def __repr__(self) -> str:
@@ -191,9 +276,9 @@ def _property_name(name: str, original: str) -> str:
     if prop == "transactional.id":
         raise ConfigError(
             f"option {original!r} is not supported: the tasks of a write run in parallel, and "
-            "tasks sharing one transactional id would fence each other. The sink writes at least "
-            "once (each record once per partition with idempotence, more than once only when "
-            "Spark retries a task)")
+            "tasks sharing one transactional id would fence each other. For transactions set "
+            f"{DELIVERY_GUARANTEE}={EXACTLY_ONCE!r} and {TXN_PREFIX!r}: each task then gets its own "
+            "id")
     if prop in PROPERTIES:
         return prop
     if prop in _SERIALIZERS:
@@ -226,16 +311,40 @@ def _unknown_option(original: str) -> str:
             f"and 'kafka.<producer property>'.")
 
 
-def _topic(value: Any) -> str | None:
+def _topic(value: Any, option: str = TOPIC) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ConfigError(f"option {TOPIC!r} must be a string, got {type(value).__name__}")
+        raise ConfigError(f"option {option!r} must be a string, got {type(value).__name__}")
     topic = value.strip()  # as Spark
     problem = topic_name_problem(topic)
     if problem:
-        raise ConfigError(f"option {TOPIC!r}: {problem}")
+        raise ConfigError(f"option {option!r}: {problem}")
     return topic
+
+
+def prefix_problem(prefix: str) -> str | None:
+    """What is wrong with ``prefix`` as a ``transactional.id.prefix``, or None."""
+    if not prefix:
+        return "must not be empty"
+    if len(prefix) > MAX_PREFIX_LENGTH:
+        return f"must be at most {MAX_PREFIX_LENGTH} characters, got {len(prefix)}"
+    if any(c.isspace() or not c.isprintable() for c in prefix):
+        return f"must not contain blanks or control characters, got {prefix!r}"
+    return None
+
+
+def _guarantee(value: Any) -> str:
+    if value is None:
+        return AT_LEAST_ONCE
+    if not isinstance(value, str) or value.strip().lower() not in GUARANTEES:
+        raise ConfigError(_bad_guarantee(value))
+    return value.strip().lower()
+
+
+def _bad_guarantee(value: Any) -> str:
+    return (f"option {DELIVERY_GUARANTEE!r} must be {' or '.join(map(repr, GUARANTEES))} (default "
+            f"{AT_LEAST_ONCE!r}), got {value!r}")
 
 
 def _timeout(value: Any) -> int:

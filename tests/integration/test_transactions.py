@@ -8,7 +8,8 @@ confluent-kafka's consumer at ``isolation.level=read_committed`` (tests/verify.p
 Every test runs on both: commit visible and abort invisible (the aborted records are in the log,
 hidden), a second producer fencing the first, a transaction outliving ``transaction.timeout.ms``
 aborted by the coordinator and reported, and a resumable transaction committed by another
-process (re-committing it succeeds; completing a fenced or aborted one says the records are lost).
+process (re-committing it succeeds; completing a fenced or aborted one says the records are lost),
+and fencing a list of ids without a producer (what the exactly-once sink does at query start).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import uuid
 import pytest
 
 from spark_kafka_sink import KafkaProducer, abort_resumable, commit_resumable
+from spark_kafka_sink.producer.resumable import fence_transactional_ids
 from spark_kafka_sink.errors import (
     IllegalStateError, InvalidTxnStateError, KafkaError, ProducerFencedError, TransactionAbortedError,
 )
@@ -239,3 +241,26 @@ def test_a_failed_record_makes_the_commit_fail_and_abort_recovers(broker):
         producer.commit_transaction()
     consumed = consume_all(bootstrap, topic, 1, expected_count=1, timeout_s=30)
     assert [record.value for record in consumed[0]] == [b"after-abort"]
+
+
+def test_fencing_ids_aborts_their_open_transactions_and_fences_their_producers(broker):
+    bootstrap, _ = broker
+    topic = _topic(bootstrap, "txn-fence-ids")
+    prefix = f"fence-{uuid.uuid4().hex[:8]}"
+    producers = [_producer(bootstrap, f"{prefix}-{p}") for p in range(3)]
+    try:
+        for producer in producers:
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send(topic, b"dangling")
+            producer.flush()
+        assert fence_transactional_ids([f"{prefix}-{p}" for p in range(4)],
+                                       {"bootstrap.servers": bootstrap}, timeout=60) == 4
+        for producer in producers:
+            with pytest.raises((ProducerFencedError, InvalidTxnStateError)):
+                producer.commit_transaction(timeout=30)
+    finally:
+        for producer in producers:
+            producer.close()
+    # nothing visible, and nothing holds read_committed readers back
+    assert _committed_values(bootstrap, topic, 0) == []
