@@ -99,3 +99,37 @@ def end_offsets(bootstrap: str, topic: str, partitions: int, *, timeout_s: float
         return offsets
     finally:
         consumer.close()
+
+
+def list_offsets(bootstrap: str, topic: str, partitions: int, *, committed: bool,
+                 timeout_s: float = 20.0) -> dict[int, int]:
+    """Each partition's end as confluent-kafka's admin client lists it (ListOffsets, latest):
+    the last stable offset with ``committed`` (READ_COMMITTED; below the high watermark while a
+    transaction is open on the partition), else the high watermark."""
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    futures = admin.list_offsets(
+        {CkTopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)},
+        isolation_level=level, request_timeout=timeout_s)
+    return {tp.partition: future.result(timeout=timeout_s).offset for tp, future in futures.items()}
+
+
+def assert_no_open_transaction(bootstrap: str, topic: str, partitions: int, *,
+                               timeout_s: float = 20.0) -> None:
+    """No transaction is open on any partition of ``topic``: each partition's last stable offset
+    is its high watermark, so a ``read_committed`` reader is held back by nothing. Asked again for
+    up to ``timeout_s``: the coordinator writes the markers of a transaction just ended
+    asynchronously, and the last stable offset moves once they are written."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        high = list_offsets(bootstrap, topic, partitions, committed=False, timeout_s=timeout_s)
+        stable = list_offsets(bootstrap, topic, partitions, committed=True, timeout_s=timeout_s)
+        if stable == high:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic}: transactions left open (last stable {stable}, high "
+                                 f"{high}) {timeout_s} s after the write")
+        time.sleep(0.2)

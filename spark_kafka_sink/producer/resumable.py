@@ -68,6 +68,20 @@ class ResumableTransaction:
         if self.transaction_version not in (1, 2):
             raise ValueError(f"transaction_version must be 1 or 2, got {self.transaction_version!r}")
 
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able values (what the Spark sink ships from tasks and logs)."""
+        return {"transactional_id": self.transactional_id, "producer_id": self.producer_id,
+                "producer_epoch": self.producer_epoch,
+                "transaction_version": self.transaction_version,
+                "partitions": [[tp.topic, tp.partition] for tp in self.partitions]}
+
+    @classmethod
+    def from_dict(cls, value: Mapping[str, Any]) -> ResumableTransaction:
+        """The transaction :meth:`as_dict` described."""
+        return cls(value["transactional_id"], value["producer_id"], value["producer_epoch"],
+                   tuple(TopicPartition(topic, partition) for topic, partition in value["partitions"]),
+                   value["transaction_version"])
+
     def __str__(self) -> str:
         return (f"transaction of {self.transactional_id!r} (producer id {self.producer_id}, epoch "
                 f"{self.producer_epoch}, {len(self.partitions)} partition(s), transaction "

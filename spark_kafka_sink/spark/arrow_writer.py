@@ -26,7 +26,8 @@ before it are sent first.
 
 Sending stops at the first failure seen between batches (a failed batch, or a ``send_arrow``
 that raised). A task that succeeded yields ONE stats row (:data:`STATS_SCHEMA`): its partition,
-attempt, duration and :class:`~spark_kafka_sink.spark.metrics.SinkTaskMetrics` as JSON; the
+attempt, duration, :class:`~spark_kafka_sink.spark.metrics.SinkTaskMetrics` as JSON and, in
+exactly-once mode, its open transaction as JSON (:func:`stats_transactions`); the
 driver collects and merges them (:func:`merge_stats`), so metrics need no accumulator and work
 on Spark Connect too.
 
@@ -41,11 +42,13 @@ sending the previous one).
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from ..producer.resumable import ResumableTransaction
 from .metrics import SinkTaskMetrics
 from .options import TOPIC, SinkConfig, topic_name_problem
 from .partition_writer import (TaskRun, _Outcome, _TaskInfo, check_writer_arguments, run_task,
@@ -54,12 +57,13 @@ from .producer_pool import ProducerPool, get_pool
 from .rows import RowError
 from .schema import HEADERS_TYPE, Kind, WriteSchema
 
-__all__ = ["ArrowWriter", "STATS_SCHEMA", "merge_stats", "rechunk", "sink_frame",
+__all__ = ["ArrowWriter", "STATS_SCHEMA", "merge_stats", "rechunk", "sink_frame", "stats_transactions",
            "DEFAULT_RECHUNK_ROWS", "DEFAULT_RECHUNK_BYTES"]
 
 log = logging.getLogger(__name__)
 
-STATS_SCHEMA = "partition_id int, attempt int, duration_ms long, metrics string"
+STATS_SCHEMA = ("partition_id int, attempt int, duration_ms long, metrics string, "
+                "transaction string")
 """The one row a successful arrow-mode task yields (``mapInArrow``'s output schema)."""
 
 DEFAULT_RECHUNK_ROWS = 0
@@ -154,7 +158,8 @@ class ArrowWriter:
         run = self.run(batches)
         stats = run.stats()
         log.debug("partition %d (attempt %d) written: %s", stats.partition_id, stats.attempt, stats)
-        yield stats_batch(stats.partition_id, stats.attempt, stats.duration_ms, run.metrics())
+        yield stats_batch(stats.partition_id, stats.attempt, stats.duration_ms, run.metrics(),
+                          run.transaction)
 
     def _send_all(self, producer: Any, batches: Iterable[Any], outcome: _Outcome) -> None:
         """Send batch after batch until the first failure; ``position`` counts the rows of the
@@ -259,15 +264,25 @@ def _by_topic(batch: Any) -> Iterator[tuple[str, Any, np.ndarray | None]]:
         start += count
 
 
-def stats_batch(partition_id: int, attempt: int, duration_ms: int, metrics: SinkTaskMetrics) -> Any:
-    """The task's one stats row as an Arrow batch of :data:`STATS_SCHEMA`."""
+def stats_batch(partition_id: int, attempt: int, duration_ms: int, metrics: SinkTaskMetrics,
+                transaction: ResumableTransaction | None = None) -> Any:
+    """The task's one stats row as an Arrow batch of :data:`STATS_SCHEMA` (``transaction``:
+    exactly-once, the task's open transaction as JSON)."""
     import pyarrow as pa
 
     schema = pa.schema([("partition_id", pa.int32()), ("attempt", pa.int32()),
-                        ("duration_ms", pa.int64()), ("metrics", pa.string())])
+                        ("duration_ms", pa.int64()), ("metrics", pa.string()),
+                        ("transaction", pa.string())])
+    shipped = None if transaction is None else json.dumps(transaction.as_dict())
     return pa.RecordBatch.from_pydict({"partition_id": [partition_id], "attempt": [attempt],
-                                       "duration_ms": [duration_ms], "metrics": [metrics.to_json()]},
-                                      schema=schema)
+                                       "duration_ms": [duration_ms], "metrics": [metrics.to_json()],
+                                       "transaction": [shipped]}, schema=schema)
+
+
+def stats_transactions(rows: Iterable[Any]) -> list[ResumableTransaction]:
+    """The transactions the collected stats rows carry (exactly-once), one per task."""
+    return [ResumableTransaction.from_dict(json.loads(row["transaction"])) for row in rows
+            if row["transaction"] is not None]
 
 
 def merge_stats(rows: Iterable[Any]) -> SinkTaskMetrics:

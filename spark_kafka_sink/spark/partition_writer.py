@@ -13,6 +13,14 @@ The steps follow Spark's ``KafkaWriteTask`` (docs/ARCHITECTURE.md, "A record's p
 5. If any record failed, raise :class:`PartitionWriteError`: how many records failed, and the
    first error with its topic and partition.
 
+Exactly-once (``delivery.guarantee``): step 1 creates a transactional producer for the task
+instead (transactional id ``<prefix>-<partition id>``, the same for every attempt, so
+``init_transactions()`` fences a failed predecessor and aborts what it left open) and begins a
+transaction; after step 5 the task hands its open transaction out
+(``KafkaProducer.resumable_transaction``) in its stats, for the driver to commit
+(:mod:`.exactly_once`), and closes the producer, which leaves the transaction open. A task that
+fails aborts its transaction first.
+
 Steps 1, 3, 4 and 5 are :func:`run_task`, shared with arrow mode's
 :class:`~spark_kafka_sink.spark.arrow_writer.ArrowWriter` (its sends return one tally each, which
 :class:`_Outcome` adds up), so both modes fail with the same message.
@@ -32,6 +40,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from ..errors import KafkaError
+from ..producer.producer import KafkaProducer
+from ..producer.resumable import ResumableTransaction
 from ..producer.tally import DeliveryFailure, DeliveryTally
 from .metrics import SinkTaskMetrics, task_metrics
 from .options import SinkConfig
@@ -60,6 +70,10 @@ class TaskStats:
     producer_created: bool = False
     """Whether the task's producer was created for it (first use in this worker, or a retry)
     rather than reused from the worker's pool."""
+    transaction: ResumableTransaction | None = None
+    """Exactly-once: the task's open transaction, for the driver to commit."""
+    metrics: SinkTaskMetrics | None = None
+    """The task's figures (what the accumulator gets)."""
 
 
 @dataclass(frozen=True)
@@ -166,12 +180,13 @@ class TaskRun:
     after: Any
     producer_created: bool
     started: float
+    transaction: ResumableTransaction | None = None
 
     def stats(self) -> TaskStats:
         bytes_sent = int(self.after.values.get("byte-total", 0) - self.before.values.get("byte-total", 0))
         return TaskStats(self.task.partition_id, self.task.attempt, self.outcome.acked,
                          self.outcome.failed, bytes_sent, int((time.monotonic() - self.started) * 1000),
-                         self.producer_created)
+                         self.producer_created, self.transaction, self.metrics())
 
     def metrics(self) -> SinkTaskMetrics:
         outcome = self.outcome
@@ -189,6 +204,8 @@ def run_task(config: SinkConfig, pool: Callable[[], ProducerPool], task: Callabl
     """
     started = time.monotonic()
     info = task()
+    if config.exactly_once:
+        return _run_transactional_task(config, info, send, outcome, started)
     lease = pool().acquire(config.producer_config, attempt=info.attempt,
                            idle_timeout_ms=config.producer_cache_timeout_ms)
     try:
@@ -201,6 +218,41 @@ def run_task(config: SinkConfig, pool: Callable[[], ProducerPool], task: Callabl
         lease.release()
     outcome.check()
     return TaskRun(info, outcome, before, after, lease.created, started)
+
+
+def _run_transactional_task(config: SinkConfig, info: _TaskInfo, send: Callable[[Any, _Outcome], None],
+                            outcome: _Outcome, started: float) -> TaskRun:
+    """:func:`run_task` in exactly-once mode (see the module docstring): a producer of the task's
+    own, one transaction, handed out open; aborted if anything fails."""
+    if info.partition_id < 0:
+        raise PartitionWriteError("exactly-once writes run inside Spark tasks: no task partition id")
+    producer_config = config.transactional_config(info.partition_id)
+    producer = KafkaProducer(producer_config)
+    timeout_s = producer_config.delivery_timeout_ms / 1000
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        before = producer.metrics_snapshot()
+        _flushed(producer, lambda: send(producer, outcome))
+        outcome.settle(timeout_s)
+        after = producer.metrics_snapshot()
+        outcome.check()
+        transaction = producer.resumable_transaction()
+    except BaseException:
+        _abort_quietly(producer)
+        raise
+    finally:
+        producer.close(timeout_s)
+    return TaskRun(info, outcome, before, after, True, started, transaction)
+
+
+def _abort_quietly(producer: KafkaProducer) -> None:
+    """Abort the task's transaction on the way out of a failure; its own errors are logged (a
+    fenced producer cannot abort, and the next attempt's ``init_transactions()`` aborts it)."""
+    try:
+        producer.abort_transaction()
+    except Exception:  # noqa: BLE001 - the task's own error is the one to raise
+        log.warning("could not abort the failed task's transaction", exc_info=True)
 
 
 def check_writer_arguments(sink_config: Any, write_schema: Any) -> None:

@@ -26,6 +26,16 @@ its stats row (arrow mode) or to a Spark accumulator (rows mode). After each mic
 accumulators) arrow mode collects metrics as everywhere; rows mode writes but collects none:
 ``last_metrics`` stays ``None``.
 
+Exactly-once (``delivery.guarantee=exactly-once``, :mod:`~spark_kafka_sink.spark.exactly_once`):
+before the job, the driver recovers (first batch of the process), and skips a batch id its commit
+log shows committed (a replay); each task writes in its own transaction and hands it back (arrow:
+in its stats row; rows: ``rdd.mapPartitions`` returns each task's stats); the driver then commits
+them all, or, when the job failed, aborts them all. ``spark.speculation=true`` is refused: a
+speculative twin of a task would fence the attempt Spark keeps. The metrics gain
+``transaction-commit-total``, ``transaction-abort-total``, ``transaction-commit-time-ms`` and
+``batch-replay-total`` (1 when the batch was a replay, skipped). Exactly-once needs classic Spark
+(the job's partition count comes from ``df.rdd``).
+
 A sink pickles as its options alone (no cache, no metrics, no Spark objects), so it can be shipped
 to executors or stored by Spark as a ``foreachBatch`` function.
 """
@@ -37,9 +47,11 @@ import time
 from collections import deque
 from typing import Any, Mapping
 
-from .arrow_writer import STATS_SCHEMA, ArrowWriter, merge_stats, sink_frame
+from ..errors import ConfigError
+from .arrow_writer import STATS_SCHEMA, ArrowWriter, merge_stats, sink_frame, stats_transactions
+from .exactly_once import ExactlyOnceDriver, write_batch_id
 from .metrics import SinkMetricsParam, SinkTaskMetrics, format_line
-from .options import ARROW, SinkConfig
+from .options import ARROW, DELIVERY_GUARANTEE, EXACTLY_ONCE, SinkConfig
 from .partition_writer import PartitionWriter
 from .schema import WriteSchema, validate_schema
 
@@ -67,6 +79,7 @@ class KafkaSink:
         self._accumulator: tuple[Any, Any] | None = None  # (SparkContext, accumulator)
         self.last_metrics: dict[str, float] | None = None
         self._history: deque[tuple[int | None, dict[str, float]]] = deque(maxlen=HISTORY_SIZE)
+        self._exactly_once: ExactlyOnceDriver | None = None
 
     @property
     def metrics_history(self) -> list[tuple[int | None, dict[str, float]]]:
@@ -90,6 +103,10 @@ class KafkaSink:
     def _write(self, df: Any, batch_id: int | None) -> None:
         started = time.monotonic()
         write_schema = self._write_schema(df.schema)  # on the driver, before any task
+        if self._config.exactly_once:
+            figures = self._write_exactly_once(df, write_schema, batch_id)
+            self._publish_figures(batch_id, figures, time.monotonic() - started)
+            return
         if self._config.mode == ARROW:
             metrics = self._write_arrow(df, write_schema)
         else:
@@ -113,8 +130,49 @@ class KafkaSink:
         df.foreachPartition(PartitionWriter(self._config, write_schema, accumulator=accumulator))
         return None if accumulator is None else accumulator.value
 
+    def _write_exactly_once(self, df: Any, write_schema: WriteSchema,
+                            batch_id: int | None) -> dict[str, float]:
+        """The exactly-once write (see the module docstring); the batch's figures."""
+        _refuse_speculation(df)
+        driver = self._exactly_once
+        if driver is None:
+            driver = self._exactly_once = ExactlyOnceDriver(self._config)
+        key = write_batch_id() if batch_id is None else str(batch_id)
+        try:
+            partitions = df.rdd.getNumPartitions()
+        except Exception as error:  # noqa: BLE001 - Spark Connect has no df.rdd
+            raise ConfigError(f"{DELIVERY_GUARANTEE}={EXACTLY_ONCE!r} needs classic Spark (the "
+                              f"job's partition count comes from df.rdd): {error}") from error
+        start = driver.begin_batch(key, partitions)
+        if start.replay:
+            return {**SinkTaskMetrics().as_dict(), "transaction-commit-total": 0,
+                    "transaction-abort-total": 0, "transaction-commit-time-ms": 0.0,
+                    "batch-replay-total": 1}
+        try:
+            if self._config.mode == ARROW:
+                rows = sink_frame(df, write_schema).mapInArrow(
+                    ArrowWriter(self._config, write_schema), STATS_SCHEMA).collect()
+                metrics, transactions = merge_stats(rows), stats_transactions(rows)
+            else:
+                writer = PartitionWriter(self._config, write_schema)
+                stats = df.rdd.mapPartitions(lambda rows: [writer(rows)]).collect()
+                metrics = SinkTaskMetrics()
+                for task in stats:
+                    metrics = metrics.merge(task.metrics)
+                transactions = [task.transaction for task in stats if task.transaction is not None]
+        except BaseException:
+            driver.abort_batch(key, partitions)
+            raise
+        commit = driver.commit_batch(key, partitions, transactions)
+        return {**metrics.as_dict(), "transaction-commit-total": commit.committed,
+                "transaction-abort-total": commit.aborted,
+                "transaction-commit-time-ms": commit.commit_ms, "batch-replay-total": 0}
+
     def _publish(self, batch_id: int | None, metrics: SinkTaskMetrics, seconds: float) -> None:
-        figures = metrics.as_dict()
+        self._publish_figures(batch_id, metrics.as_dict(), seconds)
+
+    def _publish_figures(self, batch_id: int | None, figures: dict[str, float],
+                         seconds: float) -> None:
         self.last_metrics = figures
         self._history.append((batch_id, figures))
         log.info("%s", format_line(batch_id, figures, seconds))
@@ -151,6 +209,12 @@ class KafkaSink:
                 self._schemas[key] = cached
         return cached
 
+    def close(self) -> None:
+        """Close the driver's exactly-once resources (the commit log's producer)."""
+        if self._exactly_once is not None:
+            self._exactly_once.close()
+            self._exactly_once = None
+
     def _target(self) -> str:
         return f"topic {self._config.topic!r}" if self._config.topic else "topics from the 'topic' column"
 
@@ -163,3 +227,16 @@ class KafkaSink:
 
     def __repr__(self) -> str:
         return f"KafkaSink({self._config!r})"
+
+
+def _refuse_speculation(df: Any) -> None:
+    """``spark.speculation=true`` with exactly-once is a clear error, on the driver."""
+    try:
+        value = df.sparkSession.sparkContext.getConf().get("spark.speculation", "false")
+    except Exception:  # noqa: BLE001 - Spark Connect: read the session's conf instead
+        value = df.sparkSession.conf.get("spark.speculation", "false")
+    if str(value).strip().lower() == "true":
+        raise ConfigError(
+            f"{DELIVERY_GUARANTEE}={EXACTLY_ONCE!r} cannot run with spark.speculation=true: a "
+            "speculative copy of a task writes with the same transactional id and would fence the "
+            "attempt Spark keeps, aborting its records. Turn speculation off for this query")

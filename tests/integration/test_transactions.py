@@ -29,7 +29,7 @@ from spark_kafka_sink.errors import (
 )
 
 from ..helpers import create_topic
-from ..verify import consume_all, end_offsets
+from ..verify import assert_no_open_transaction, consume_all, list_offsets
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -95,7 +95,7 @@ def test_commit_is_visible_abort_is_not_and_the_producer_goes_on(broker):
     assert _committed_values(bootstrap, topic, 250) == sorted(_values("commit1", 200)
                                                               + _values("commit2", 50))
     # the aborted records and the control markers are in the log, hidden by read_committed
-    assert sum(end_offsets(bootstrap, topic, PARTITIONS).values()) > 250 + 100
+    assert sum(list_offsets(bootstrap, topic, PARTITIONS, committed=False).values()) > 250 + 100
     for step in ("init", "begin", "commit", "abort"):
         assert metrics[f"txn-{step}-time-ns-total"] > 0
 
@@ -165,6 +165,7 @@ def test_a_transaction_outliving_its_timeout_is_aborted_and_reported(broker):
         assert time.monotonic() - started < 30
     # aborted by the coordinator: nothing visible, and read_committed readers are not held back
     assert _committed_values(bootstrap, topic, 0) == []
+    assert_no_open_transaction(bootstrap, topic, PARTITIONS)
 
 
 def test_a_resumable_transaction_is_committed_by_another_process(broker):
@@ -264,3 +265,4 @@ def test_fencing_ids_aborts_their_open_transactions_and_fences_their_producers(b
             producer.close()
     # nothing visible, and nothing holds read_committed readers back
     assert _committed_values(bootstrap, topic, 0) == []
+    assert_no_open_transaction(bootstrap, topic, PARTITIONS)

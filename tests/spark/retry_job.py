@@ -1,7 +1,8 @@
 """A KafkaSink write whose one task fails once, run in its own process on ``local[2,3]``.
 
-``python -m tests.spark.retry_job BOOTSTRAP TOPIC ROWS FAIL_AT OUT MODE`` (from the repository
-root, with ``session.SPARK_ENV`` set; ``MODE`` is the sink's ``arrow`` or ``rows``). A
+``python -m tests.spark.retry_job BOOTSTRAP TOPIC ROWS FAIL_AT OUT MODE [PREFIX]`` (from the
+repository root, with ``session.SPARK_ENV`` set; ``MODE`` is the sink's ``arrow`` or ``rows``;
+with ``PREFIX`` the sink writes exactly once, with that ``transactional.id.prefix``). A
 SparkSession allows up to 3 attempts per task only when it is started that way, and a process
 holds one SparkContext, hence the separate process.
 
@@ -25,7 +26,8 @@ from spark_kafka_sink import KafkaSink
 from .session import build_session
 
 
-def main(bootstrap: str, topic: str, rows: int, fail_at: int, out: str, mode: str) -> None:
+def main(bootstrap: str, topic: str, rows: int, fail_at: int, out: str, mode: str,
+         prefix: str | None = None) -> None:
     from pyspark import TaskContext
     from pyspark.sql import functions as F
 
@@ -39,8 +41,15 @@ def main(bootstrap: str, topic: str, rows: int, fail_at: int, out: str, mode: st
                   .selectExpr("cast(id as string) as key", "concat('v', id) as value",
                               f"case when attempt = 0 and id = {failing_row} then null "
                               f"else '{topic}' end as topic"))
-            sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "mode": mode})
-            sink.write(df)
+            options = {"kafka.bootstrap.servers": bootstrap, "mode": mode}
+            if prefix:
+                options.update({"delivery.guarantee": "exactly-once",
+                                "transactional.id.prefix": prefix})
+            sink = KafkaSink(**options)
+            try:
+                sink.write(df)
+            finally:
+                sink.close()
             with open(out, "w") as handle:
                 json.dump(sink.last_metrics, handle)
         finally:
@@ -48,5 +57,6 @@ def main(bootstrap: str, topic: str, rows: int, fail_at: int, out: str, mode: st
 
 
 if __name__ == "__main__":
-    bootstrap_servers, topic_name, row_count, fail_position, out_path, sink_mode = sys.argv[1:]
-    main(bootstrap_servers, topic_name, int(row_count), int(fail_position), out_path, sink_mode)
+    bootstrap_servers, topic_name, row_count, fail_position, out_path, sink_mode = sys.argv[1:7]
+    main(bootstrap_servers, topic_name, int(row_count), int(fail_position), out_path, sink_mode,
+         sys.argv[7] if len(sys.argv) > 7 else None)

@@ -22,6 +22,7 @@ from spark_kafka_sink.spark.arrow_writer import (
     merge_stats,
     rechunk,
     stats_batch,
+    stats_transactions,
 )
 from spark_kafka_sink.spark.metrics import SinkTaskMetrics
 from spark_kafka_sink.spark.options import SinkConfig
@@ -135,9 +136,20 @@ def test_stats_row_matches_the_declared_schema():
     out = stats_batch(1, 2, 3, SinkTaskMetrics(records_sent=7, tasks=1))
     names_types = [(f.name, str(f.type)) for f in out.schema]
     assert names_types == [("partition_id", "int32"), ("attempt", "int32"), ("duration_ms", "int64"),
-                           ("metrics", "string")]
-    assert STATS_SCHEMA == "partition_id int, attempt int, duration_ms long, metrics string"
+                           ("metrics", "string"), ("transaction", "string")]
+    assert STATS_SCHEMA == ("partition_id int, attempt int, duration_ms long, metrics string, "
+                            "transaction string")
     assert json.loads(out.column("metrics")[0].as_py())["records_sent"] == 7
+    assert out.column("transaction")[0].as_py() is None and stats_transactions(out.to_pylist()) == []
+
+
+def test_a_stats_row_carries_the_open_transaction_to_the_driver():
+    from spark_kafka_sink.producer.resumable import ResumableTransaction
+    from spark_kafka_sink.structs import TopicPartition
+
+    value = ResumableTransaction("q-3", 7, 2, (TopicPartition("t", 0), TopicPartition("u", 4)), 2)
+    out = stats_batch(3, 0, 10, SinkTaskMetrics(tasks=1), value)
+    assert stats_transactions(out.to_pylist()) == [value]
 
 
 def test_retry_attempt_reaches_the_pool_and_the_metrics():

@@ -125,7 +125,9 @@ def test_writes_every_row_flushes_releases_and_returns_stats():
     assert producer.sent == [("t", f"v{i}".encode(), f"k{i}".encode(), None, None, None) for i in range(5)]
     assert producer.flushes == 1 and pool.leases[0].released == 1
     assert stats == TaskStats(partition_id=4, attempt=0, records_sent=5, records_failed=0,
-                              bytes_sent=50, duration_ms=stats.duration_ms, producer_created=True)
+                              bytes_sent=50, duration_ms=stats.duration_ms, producer_created=True,
+                              metrics=stats.metrics)
+    assert stats.transaction is None and stats.metrics.records_sent == 5
     assert writer(iter(rows(1))).producer_created is False  # the second task reuses it
     config, attempt, idle = pool.acquired[0]
     assert config == SinkConfig.from_options(OPTIONS).producer_config
