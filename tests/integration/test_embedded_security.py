@@ -60,7 +60,11 @@ def test_advertised_ports_are_what_clients_see_while_brokers_replicate_internall
         topic = f"adv-{uuid.uuid4().hex[:8]}"
         leaders = create_topic(f"127.0.0.1:{real[1]}", topic, partitions=3, replication_factor=3)
         for partition, leader in leaders.items():
-            assert _produce_acks_all(real[leader], topic, partition) == 0
+            # node 1 lists the leader before the leader itself may have loaded the partition
+            # (UNKNOWN_TOPIC_OR_PARTITION, retriable): ask until it answers, then expect success
+            code = wait_for(lambda: (c := _produce_acks_all(real[leader], topic, partition)) != 3
+                            and (c,), 15, f"{topic}-{partition} on its leader")[0]
+            assert code == 0
 
         def full_isr() -> bool:
             parts = metadata(f"127.0.0.1:{real[1]}", [topic]).topics[0].partitions
