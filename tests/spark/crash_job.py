@@ -1,0 +1,113 @@
+"""A streaming query whose driver dies at a chosen point of a micro-batch, run in its own process.
+
+``python -m tests.spark.crash_job BOOTSTRAP TOPIC INPUT CHECKPOINT MODE PREFIX CRASH BATCH OUT``
+(from the repository root, with ``session.SPARK_ENV`` set). The query reads the JSON files of
+``INPUT`` (one per micro-batch: ``maxFilesPerTrigger=1``, rows ``{"id": n}``) with
+``trigger(availableNow=True)`` and writes them with ``foreachBatch(KafkaSink)`` (key and value
+``str(id)``), exactly once with ``transactional.id.prefix`` ``PREFIX``, at least once when
+``PREFIX`` is ``-``. In micro-batch ``BATCH`` the process exits at once (``os._exit``, as a
+killed driver: no ``finally``, no Spark shutdown) at point ``CRASH``:
+
+- ``before-record``: the tasks have written, the batch is not recorded in the commit log;
+- ``after-record``: recorded ``prepared``, no transaction committed;
+- ``between-commits``: after the first of its transactions is committed;
+- ``after-commits``: every transaction committed and the batch recorded ``committed``, before
+  ``foreachBatch`` returns, so before Spark records the batch in its checkpoint;
+- ``after-write``: at least once, after the tasks wrote the batch;
+- ``none``: no crash; the query runs to the end and the sink's ``metrics_history`` goes to
+  ``OUT`` as JSON.
+
+The crash points are hooks around the sink's own calls (the commit log's ``append``, the
+transactions' commits, the sink's publishing), installed here: the sink has no test code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+
+from spark_kafka_sink import KafkaSink
+from spark_kafka_sink.spark import commit_log, exactly_once, sink as sink_module
+
+from .session import build_session
+from .streaming import run_available_now
+
+CRASH_EXIT_CODE = 17
+POINTS = ("before-record", "after-record", "between-commits", "after-commits", "after-write", "none")
+
+
+def _install_crash(point: str, batch: str) -> None:
+    def crash() -> None:
+        sys.stdout.write(f"crash_job: the driver dies at {point} in micro-batch {batch}\n")
+        sys.stdout.flush()
+        os._exit(CRASH_EXIT_CODE)
+
+    append = commit_log.CommitLog.append
+
+    def hooked_append(self, record):
+        if record.batch_id == batch and record.state == commit_log.PREPARED and point == "before-record":
+            crash()
+        append(self, record)
+        if record.batch_id == batch and (
+                (record.state == commit_log.PREPARED and point == "after-record")
+                or (record.state == commit_log.COMMITTED and point == "after-commits")):
+            crash()
+
+    commit_log.CommitLog.append = hooked_append
+    commit = exactly_once.commit_resumable
+    done = []
+
+    def hooked_commit(transaction, config, timeout=None):
+        commit(transaction, config, timeout)
+        done.append(transaction)
+        current = exactly_once_batch[0]
+        if point == "between-commits" and current == batch and len(done) == 1:
+            crash()
+
+    exactly_once.commit_resumable = hooked_commit
+    begin = exactly_once.ExactlyOnceDriver.begin_batch
+    exactly_once_batch = [None]
+
+    def hooked_begin(self, batch_id, partitions):
+        exactly_once_batch[0] = batch_id
+        done.clear()
+        return begin(self, batch_id, partitions)
+
+    exactly_once.ExactlyOnceDriver.begin_batch = hooked_begin
+    publish = sink_module.KafkaSink._publish
+
+    def hooked_publish(self, batch_id, metrics, seconds):
+        if point == "after-write" and str(batch_id) == batch:
+            crash()
+        publish(self, batch_id, metrics, seconds)
+
+    sink_module.KafkaSink._publish = hooked_publish
+
+
+def main(bootstrap: str, topic: str, input_dir: str, checkpoint: str, mode: str, prefix: str,
+         point: str, batch: str, out: str) -> None:
+    if point not in POINTS:
+        raise SystemExit(f"crash point must be one of {POINTS}, got {point!r}")
+    _install_crash(point, batch)
+    options = {"kafka.bootstrap.servers": bootstrap, "topic": topic, "mode": mode}
+    if prefix != "-":
+        options.update({"delivery.guarantee": "exactly-once", "transactional.id.prefix": prefix})
+    with tempfile.TemporaryDirectory() as warehouse:
+        spark = build_session("local[2]", warehouse, "spark-kafka-sink-crash-test")
+        try:
+            stream = (spark.readStream.schema("id long").option("maxFilesPerTrigger", 1)
+                      .json(input_dir).repartition(2)
+                      .selectExpr("cast(id as string) as key", "cast(id as string) as value"))
+            sink = KafkaSink(**options)
+            run_available_now(stream, sink, checkpoint, timeout_s=180)
+            sink.close()
+            with open(out, "w") as handle:
+                json.dump(sink.metrics_history, handle)
+        finally:
+            spark.stop()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:10])

@@ -1,0 +1,113 @@
+"""Exactly-once streaming writes through a driver crash, in both sink modes, read back with
+confluent-kafka at ``isolation.level=read_committed``.
+
+Each case runs ``tests.spark.crash_job`` twice in its own process (a driver is a process; a crash
+is ``os._exit`` at a chosen point of micro-batch 1 of 3): the first run dies, the second restarts
+the query from its checkpoint and runs it to the end. Then every row is in the topic exactly once,
+no transaction is left open on it, and the restarted driver saw the replayed batch as what it
+was: a no-op when the first driver had recorded it (its commits finished from the commit log),
+a normal write when it had not. The same crash in at-least-once mode duplicates the batch: the
+test has teeth.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from ..helpers import create_topic
+from ..verify import assert_no_open_transaction, consume_all
+from .crash_job import CRASH_EXIT_CODE
+from .session import SPARK_ENV
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.timeout(600)]
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES, ROWS_PER_FILE, PARTITIONS = 3, 100, 3
+TASKS = 2  # crash_job repartitions each micro-batch in two: two tasks, two transactions
+ROWS = FILES * ROWS_PER_FILE
+CRASH_BATCH = "1"
+REPLAYED = {"before-record": False, "after-record": True, "between-commits": True,
+            "after-commits": True}
+
+
+def _input(tmp_path: Path) -> Path:
+    directory = tmp_path / "input"
+    directory.mkdir()
+    for index in range(FILES):
+        rows = range(index * ROWS_PER_FILE, (index + 1) * ROWS_PER_FILE)
+        path = directory / f"part-{index}.json"
+        path.write_text("".join(f'{{"id": {i}}}\n' for i in rows))
+        stamp = 1_700_000_000 + index * 60        # the file source takes files oldest first
+        os.utime(path, (stamp, stamp))
+    return directory
+
+
+def _run(bootstrap, topic, input_dir, checkpoint, mode, prefix, point, out) -> tuple[int, str]:
+    env = {**os.environ, **SPARK_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [
+        str(ROOT), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "tests.spark.crash_job", bootstrap, topic, str(input_dir),
+               str(checkpoint), mode, prefix, point, CRASH_BATCH, str(out)]
+    with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True) as job:
+        try:
+            output, _ = job.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            output, _ = job.communicate()
+            pytest.fail(f"the crash job ({point}) did not finish in 240 s:\n{output[-4000:]}")
+    return job.returncode, output
+
+
+def _crash_then_restart(kafka, tmp_path, mode, prefix, point) -> tuple[str, list]:
+    bootstrap = kafka.bootstrap_servers
+    topic = f"eos-{point}-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    input_dir, checkpoint, out = _input(tmp_path), tmp_path / "checkpoint", tmp_path / "out.json"
+    code, output = _run(bootstrap, topic, input_dir, checkpoint, mode, prefix, point, out)
+    assert code == CRASH_EXIT_CODE, f"the first driver did not die at {point} (exit {code}):\n" \
+                                     f"{output[-4000:]}"
+    code, output = _run(bootstrap, topic, input_dir, checkpoint, mode, prefix, "none", out)
+    assert code == 0, f"the restarted query failed (exit {code}):\n{output[-4000:]}"
+    return topic, json.loads(out.read_text())
+
+
+def _counts(bootstrap: str, topic: str, expected: int) -> Counter:
+    records = consume_all(bootstrap, topic, PARTITIONS, expected_count=expected, timeout_s=60)
+    assert all(r.key == r.value for part in records.values() for r in part)
+    return Counter(int(r.key) for part in records.values() for r in part)
+
+
+@pytest.mark.parametrize("point", list(REPLAYED))
+@pytest.mark.parametrize("mode", ["arrow", "rows"])
+def test_a_driver_killed_mid_batch_then_restarted_writes_every_row_exactly_once(
+        kafka, tmp_path, mode, point):
+    prefix = f"eos-{uuid.uuid4().hex[:8]}"
+    topic, history = _crash_then_restart(kafka, tmp_path, mode, prefix, point)
+    seen = _counts(kafka.bootstrap_servers, topic, ROWS)
+    assert set(seen) == set(range(ROWS)), f"{ROWS - len(seen)} rows missing"
+    assert set(seen.values()) == {1}, f"{sum(n > 1 for n in seen.values())} rows written twice"
+    assert_no_open_transaction(kafka.bootstrap_servers, topic, PARTITIONS)
+    by_batch = {batch_id: figures for batch_id, figures in history}
+    replayed = by_batch[int(CRASH_BATCH)]
+    assert replayed["batch-replay-total"] == int(REPLAYED[point])
+    assert replayed["transaction-commit-total"] == (0 if REPLAYED[point] else TASKS)
+    last = by_batch[FILES - 1]
+    assert last["batch-replay-total"] == 0 and last["transaction-commit-total"] == TASKS
+    assert last["record-send-total"] == ROWS_PER_FILE and last["transaction-commit-time-ms"] > 0
+
+
+@pytest.mark.parametrize("mode", ["arrow", "rows"])
+def test_at_least_once_the_same_crash_writes_the_replayed_batch_twice(kafka, tmp_path, mode):
+    topic, _ = _crash_then_restart(kafka, tmp_path, mode, "-", "after-write")
+    seen = _counts(kafka.bootstrap_servers, topic, ROWS + ROWS_PER_FILE)
+    assert set(seen) == set(range(ROWS))
+    twice = sorted(i for i, n in seen.items() if n == 2)
+    assert twice == list(range(ROWS_PER_FILE, 2 * ROWS_PER_FILE)), "batch 1 is written twice"
