@@ -27,7 +27,12 @@ hands its transaction back to the driver without committing it. Then, on the dri
 
 A transaction that cannot be committed (fenced, or aborted by the coordinator after
 ``transaction.timeout.ms``: the driver took longer than that after the task's first record) lost
-its records; the commit raises, naming the transactional id and why, and the batch fails.
+its records. Nothing is lost for good: the batch is recorded ``aborted`` and fails, naming the
+transaction and why, and Spark runs it again when the query restarts. If that was the first
+commit, the batch's other transactions are aborted too, so the rerun writes every row once; if
+some were committed already, their rows are written again by the rerun (the error says so: the
+one case where a row can appear twice). A commit that cannot reach the cluster in time raises
+and leaves the batch recorded ``prepared``: the next driver finishes it.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Iterable
 
+from ..errors import InvalidTxnStateError, KafkaError, ProducerFencedError
 from ..producer.resumable import ResumableTransaction, commit_resumable, fence_transactional_ids
 from .commit_log import ABORTED, COMMITTED, PREPARED, BatchRecord, CommitLog
 from .options import SinkConfig
@@ -110,10 +116,12 @@ class ExactlyOnceDriver:
                              int(time.time() * 1000))
         self._log.append(record)
         self._last = record
-        self._commit_all(record)
-        committed = record.with_state(COMMITTED)
-        self._log.append(committed)
-        self._last = committed
+        committed, lost = self._commit_all(record)
+        if lost:
+            raise self._give_up(record, committed, lost)
+        done = record.with_state(COMMITTED)
+        self._log.append(done)
+        self._last = done
         return BatchCommit(batch_id, len(transactions), 0, (time.monotonic() - started) * 1000)
 
     def abort_batch(self, batch_id: str, partitions: int) -> BatchCommit:
@@ -142,10 +150,14 @@ class ExactlyOnceDriver:
             log.warning("KafkaSink: micro-batch %s was recorded but its commits may not all have "
                         "run (the driver stopped); committing its %d transaction(s) now",
                         last.batch_id, len(last.transactions))
-            self._commit_all(last)
-            recovered = len(last.transactions)
-            last = last.with_state(COMMITTED)
-            self._log.append(last)
+            committed, lost = self._commit_all(last)
+            recovered = len(committed)
+            if lost:
+                log.error("%s", self._give_up(last, committed, lost))
+                last = self._last
+            else:
+                last = last.with_state(COMMITTED)
+                self._log.append(last)
         self._last = last
         count = max(partitions, last.max_partitions if last is not None else 0)
         fenced = fence_transactional_ids([self._config.transactional_id(p) for p in range(count)],
@@ -155,10 +167,45 @@ class ExactlyOnceDriver:
         self._recovered = True
         return recovered, fenced
 
-    def _commit_all(self, record: BatchRecord) -> None:
+    def _commit_all(self, record: BatchRecord) -> tuple[list[ResumableTransaction],
+                                                        list[tuple[ResumableTransaction, KafkaError]]]:
+        """Commit every transaction of ``record``: (committed, lost with why). Errors other than
+        a lost transaction (the cluster out of reach) propagate: the record stays prepared."""
         config = self._task_config()
+        committed: list[ResumableTransaction] = []
+        lost: list[tuple[ResumableTransaction, KafkaError]] = []
         for transaction in record.transactions:
-            commit_resumable(transaction, config, self._timeout_s)
+            try:
+                commit_resumable(transaction, config, self._timeout_s)
+            except (ProducerFencedError, InvalidTxnStateError) as error:
+                lost.append((transaction, error))
+                break                            # the rest are aborted (see _give_up)
+            committed.append(transaction)
+        return committed, lost
+
+    def _give_up(self, record: BatchRecord, committed: list[ResumableTransaction],
+                 lost: list[tuple[ResumableTransaction, KafkaError]]) -> KafkaError:
+        """A transaction of ``record`` was lost: abort what can still be aborted, record the
+        batch aborted (so it runs again), and return the error that says what happened."""
+        first, why = lost[0]
+        rest = [t.transactional_id for t in record.transactions
+                if t is not first and t not in committed]
+        fence_transactional_ids(rest, self._task_config(), self._timeout_s)
+        if not committed:
+            outcome = (f"its other {len(rest)} transaction(s) were aborted, so when the query "
+                       "restarts Spark writes the batch again, every row once")
+        else:
+            names = ", ".join(t.transactional_id for t in committed)
+            outcome = (f"{len(committed)} of its transactions were committed already ({names}) "
+                       f"and the other {len(rest)} aborted; when the query restarts Spark writes "
+                       "the batch again, and the rows of the committed ones appear twice")
+        aborted = record.with_state(ABORTED)
+        self._log.append(aborted)
+        self._last = aborted
+        error = KafkaError(f"KafkaSink: micro-batch {record.batch_id} could not be committed: the "
+                           f"transaction of {first.transactional_id!r} was lost ({why}); {outcome}")
+        error.__cause__ = why
+        return error
 
     def _max_partitions(self) -> int:
         return self._last.max_partitions if self._last is not None else 0

@@ -58,6 +58,49 @@ def test_transactional_id_is_refused_on_the_driver_tasks_would_fence_each_other(
     assert "'kafka.transactional.id' is not supported" in message and "fence each other" in message
 
 
+# --- exactly-once -------------------------------------------------------------------------------
+
+EOS = {"delivery.guarantee": "exactly-once", "transactional.id.prefix": "orders-etl"}
+
+
+def test_exactly_once_derives_the_task_ids_the_commit_topic_and_a_10_minute_timeout():
+    config = make(**EOS)
+    assert config.exactly_once and config.commit_topic == "spark-kafka-sink-commits.orders-etl"
+    assert config.transactional_id(7) == "orders-etl-7"
+    task = config.transactional_config(7)
+    assert task.transactional_id == "orders-etl-7" and task.transaction_timeout_ms == 600_000
+    assert config.producer_config.transactional_id is None
+    assert make(**EOS, **{"kafka.transaction.timeout.ms": 120_000}).producer_config \
+        .transaction_timeout_ms == 120_000
+    assert make(**EOS, **{"commit.topic": "my-commits"}).commit_topic == "my-commits"
+    assert make(**{"DELIVERY.GUARANTEE": " Exactly-Once ", "transactional.id.prefix": "p"}).exactly_once
+    assert pickle.loads(pickle.dumps(config)) == config
+    assert "transactional.id.prefix" in repr(config) and "exactly-once" in repr(config)
+
+
+def test_at_least_once_is_the_default_and_takes_no_transaction_options():
+    assert make().delivery_guarantee == "at-least-once" and not make().exactly_once
+    assert make().producer_config.transaction_timeout_ms == 60_000
+    for option in ("transactional.id.prefix", "commit.topic"):
+        message = error_of({**BOOT, option: "x"})
+        assert f"option {option!r} is set but 'delivery.guarantee' is 'at-least-once'" in message
+
+
+@pytest.mark.parametrize("options, expected", [
+    ({"delivery.guarantee": "exactly-once"}, "needs option 'transactional.id.prefix'"),
+    ({"delivery.guarantee": "exactly_once"}, "must be 'at-least-once' or 'exactly-once'"),
+    ({**EOS, "transactional.id.prefix": ""}, "must not be empty"),
+    ({**EOS, "transactional.id.prefix": "a b"}, "must not contain blanks"),
+    ({**EOS, "transactional.id.prefix": "x" * 201}, "at most 200 characters"),
+    ({**EOS, "transactional.id.prefix": "ä/ü"}, "set option 'commit.topic'"),
+    ({**EOS, "commit.topic": "bad topic"}, "option 'commit.topic'"),
+    ({**EOS, "kafka.enable.idempotence": "false"}, "needs idempotence"),
+    ({**EOS, "kafka.acks": "1"}, "needs idempotence"),
+])
+def test_exactly_once_options_are_checked_on_the_driver(options, expected):
+    assert expected in error_of({**BOOT, **options})
+
+
 def test_batch_size_above_buffer_memory_is_refused_on_the_driver_and_zero_is_valid():
     message = error_of({**BOOT, "kafka.batch.size": 2048, "kafka.buffer.memory": 1024})
     assert "batch.size (2048)" in message and "buffer.memory (1024)" in message
