@@ -40,7 +40,15 @@ stderr (or, for batch writes with Spark's worker logging on, in
 ``spark.tvf.python_worker_logs()``); the application gets no metrics object. See
 :func:`_driver_log`.
 
-Guarantees: at-least-once, as ``KafkaSink``. Records are in Kafka once a task succeeds; a failed
+Exactly-once (``delivery.guarantee``, :mod:`~spark_kafka_sink.spark.exactly_once`): each task
+writes in its own transaction and puts it in its commit message; ``commit`` (on the driver)
+records and commits them, or, for a micro-batch the commit log shows committed already (a
+replay), aborts them; ``abort`` aborts whatever the batch's tasks left open. Recovery (finishing
+a batch an earlier driver recorded but did not commit, fencing what a crashed run left open) runs
+in ``writer()`` / ``streamWriter()`` when Spark plans the write, never in the commit worker, which
+calls ``streamWriter()`` again for every micro-batch.
+
+Guarantees, at least once: as ``KafkaSink``. Records are in Kafka once a task succeeds; a failed
 write or micro-batch has nothing to undo (Kafka cannot take records back), and Spark's retry of a
 micro-batch sends its records again. ``mode("overwrite")`` is refused (Kafka cannot replace a
 topic's records, and Spark's own Kafka sink refuses it too). A stream in ``complete`` output mode
@@ -66,8 +74,10 @@ from pyspark.sql.datasource import (
 )
 
 from ..errors import ConfigError
-from .metrics import SinkTaskMetrics, format_line
+from ..producer.resumable import ResumableTransaction
 from .arrow_writer import ArrowWriter
+from .exactly_once import BatchCommit, ExactlyOnceDriver, write_batch_id
+from .metrics import SinkTaskMetrics, format_line
 from .options import ARROW, SinkConfig
 from .partition_writer import PartitionWriter
 from .schema import WriteSchema, validate_schema
@@ -101,6 +111,8 @@ class KafkaCommitMessage(WriterCommitMessage):
     attempt: int
     started_at: float
     finished_at: float
+    transaction: ResumableTransaction | None = None
+    """Exactly-once: the task's open transaction, for ``commit`` to commit."""
 
 
 class _Collector:
@@ -130,6 +142,7 @@ class KafkaDataSource(DataSource):
                 f"save mode 'overwrite' is not supported by {NAME!r}: Kafka cannot replace a topic's "
                 f"records, it can only append; use mode('append')")
         config, write_schema = _prepare(self.options, schema)
+        _recover_at_planning(config)
         if config.mode == ARROW and _arrow_usable(schema, write_schema):
             return KafkaArrowBatchWriter(config, write_schema)
         return KafkaBatchWriter(config, write_schema)
@@ -138,6 +151,7 @@ class KafkaDataSource(DataSource):
         # overwrite is the 'complete' output mode: accepted, as Spark's Kafka sink does (every
         # micro-batch sends the whole result table; Kafka has nothing to truncate).
         config, write_schema = _prepare(self.options, schema)
+        _recover_at_planning(config)
         if config.mode == ARROW and KafkaArrowStreamWriter is not None \
                 and _arrow_usable(schema, write_schema):
             return KafkaArrowStreamWriter(config, write_schema)
@@ -156,6 +170,48 @@ def _prepare(options: Mapping[str, Any], schema: Any) -> tuple[SinkConfig, Write
     return config, write_schema
 
 
+_PLANNING_WORKER = "pyspark.sql.worker.write_into_data_source"
+
+
+def _recover_at_planning(config: SinkConfig) -> None:
+    """Exactly-once recovery (see the module docstring), where Spark plans the write: in its
+    planning worker, or called directly; never in the commit worker."""
+    if not config.exactly_once:
+        return
+    worker = _spark_worker_module()
+    if worker is not None and worker != _PLANNING_WORKER:
+        return
+    driver = ExactlyOnceDriver(config)
+    try:
+        driver.prepare_query()
+    finally:
+        driver.close()
+
+
+def _commit_exactly_once(config: SinkConfig, batch_id: str,
+                         messages: Sequence[WriterCommitMessage | None]) -> BatchCommit:
+    driver = ExactlyOnceDriver(config)
+    try:
+        return driver.commit_written(batch_id, [m.transaction for m in messages if isinstance(
+            m, KafkaCommitMessage) and m.transaction is not None])
+    finally:
+        driver.close()
+
+
+def _abort_exactly_once(config: SinkConfig, batch_id: str,
+                        messages: Sequence[WriterCommitMessage | None]) -> None:
+    driver = ExactlyOnceDriver(config)
+    try:
+        driver.abort_batch(batch_id, len(messages))
+    finally:
+        driver.close()
+
+
+def _transaction_figures(result: BatchCommit) -> dict[str, float]:
+    return {"transaction-commit-total": result.committed, "transaction-abort-total": result.aborted,
+            "transaction-commit-time-ms": result.commit_ms, "batch-replay-total": int(result.replay)}
+
+
 def _write_task(config: SinkConfig, write_schema: WriteSchema, rows: Iterator[Any],
                 **seams: Any) -> KafkaCommitMessage:
     """One task: ``PartitionWriter`` over ``rows``; raises the task's first error. ``seams``
@@ -164,7 +220,7 @@ def _write_task(config: SinkConfig, write_schema: WriteSchema, rows: Iterator[An
     collector = _Collector()
     stats = PartitionWriter(config, write_schema, accumulator=collector, **seams)(rows)
     return KafkaCommitMessage(collector.metrics or SinkTaskMetrics(), stats.partition_id,
-                              stats.attempt, started_at, time.time())
+                              stats.attempt, started_at, time.time(), stats.transaction)
 
 
 def _write_arrow_task(config: SinkConfig, write_schema: WriteSchema, batches: Iterator[Any],
@@ -173,7 +229,8 @@ def _write_arrow_task(config: SinkConfig, write_schema: WriteSchema, batches: It
     started_at = time.time()
     run = ArrowWriter(config, write_schema, **seams).run(batches)
     stats = run.stats()
-    return KafkaCommitMessage(run.metrics(), stats.partition_id, stats.attempt, started_at, time.time())
+    return KafkaCommitMessage(run.metrics(), stats.partition_id, stats.attempt, started_at,
+                              time.time(), run.transaction)
 
 
 def _arrow_usable(schema: Any, write_schema: WriteSchema) -> bool:
@@ -207,20 +264,30 @@ class KafkaBatchWriter(_Writer, DataSourceWriter):
     """``df.write.format(NAME)...save()``: one commit (or abort) for the whole write."""
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        _driver_log().info("%s", commit_line(None, messages))
+        extra = None
+        if self.config.exactly_once:
+            extra = _transaction_figures(_commit_exactly_once(self.config, write_batch_id(), messages))
+        _driver_log().info("%s", commit_line(None, messages, extra))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        _driver_log().warning("%s", abort_line(None, messages))
+        if self.config.exactly_once:
+            _abort_exactly_once(self.config, write_batch_id(), messages)
+        _driver_log().warning("%s", abort_line(None, messages, self.config.exactly_once))
 
 
 class KafkaStreamWriter(_Writer, DataSourceStreamWriter):
     """``df.writeStream.format(NAME)...start()``: one commit (or abort) per micro-batch."""
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        _driver_log().info("%s", commit_line(batchId, messages))
+        extra = None
+        if self.config.exactly_once:
+            extra = _transaction_figures(_commit_exactly_once(self.config, str(batchId), messages))
+        _driver_log().info("%s", commit_line(batchId, messages, extra))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        _driver_log().warning("%s", abort_line(batchId, messages))
+        if self.config.exactly_once:
+            _abort_exactly_once(self.config, str(batchId), messages)
+        _driver_log().warning("%s", abort_line(batchId, messages, self.config.exactly_once))
 
 
 class _ArrowWrite:
@@ -269,9 +336,15 @@ _OURS = "_spark_kafka_sink_stderr"
 
 
 def _in_spark_worker() -> bool:
+    return (_spark_worker_module() or "").startswith("pyspark.")
+
+
+def _spark_worker_module() -> str | None:
+    """The module a PySpark worker runs as ``__main__``, or None outside one."""
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
-    return bool(spec and getattr(spec, "name", "").startswith("pyspark."))
+    name = getattr(spec, "name", None) if spec else None
+    return name if name and name.startswith("pyspark.") else None
 
 
 @dataclass(frozen=True)
@@ -305,23 +378,28 @@ def merge_messages(messages: Sequence[WriterCommitMessage | None]) -> MergedMess
     return MergedMessages(merged, seconds, len(starts), missing)
 
 
-def commit_line(batch_id: int | None, messages: Iterable[WriterCommitMessage | None]) -> str:
-    """The one line ``commit`` logs: :func:`format_line` of the merged metrics, for micro-batch
-    ``batch_id`` (``None``: a batch write).
+def commit_line(batch_id: int | None, messages: Iterable[WriterCommitMessage | None],
+                extra: Mapping[str, float] | None = None) -> str:
+    """The one line ``commit`` logs: :func:`format_line` of the merged metrics (and ``extra``
+    figures: the transactions'), for micro-batch ``batch_id`` (``None``: a batch write).
 
     It is logged at INFO by logger ``spark_kafka_sink.spark.datasource`` in the driver's Python
     worker that runs the commit (see :func:`_driver_log` for where it can be read)."""
     merged = merge_messages(list(messages))
-    return format_line(batch_id, merged.metrics.as_dict(), merged.seconds)
+    return format_line(batch_id, {**merged.metrics.as_dict(), **(extra or {})}, merged.seconds)
 
 
-def abort_line(batch_id: int | None, messages: Iterable[WriterCommitMessage | None]) -> str:
-    """The line ``abort`` logs: how many tasks failed, and what the others wrote, which stays in
-    Kafka (at-least-once: there is nothing to undo; a retried micro-batch sends it again)."""
+def abort_line(batch_id: int | None, messages: Iterable[WriterCommitMessage | None],
+               exactly_once: bool = False) -> str:
+    """The line ``abort`` logs: how many tasks failed, and what the others wrote: it stays in
+    Kafka at least once (there is nothing to undo; a retried micro-batch sends it again), and is
+    aborted, invisible to ``read_committed`` readers, exactly once."""
     merged = merge_messages(list(messages))
     what = "write" if batch_id is None else f"micro-batch {batch_id}"
     figures = format_line(batch_id, merged.metrics.as_dict(), merged.seconds).partition(" s: ")[2]
+    fate = ("were aborted (exactly-once: read_committed readers never see them)" if exactly_once
+            else "stay in Kafka (at-least-once: Kafka cannot take records back; a retry sends "
+                 "them again)")
     return (f"KafkaSink: {what} aborted: {merged.missing} of {merged.missing + merged.succeeded} "
             f"tasks did not succeed. The {merged.succeeded} that did wrote "
-            f"{merged.metrics.records_sent} records, which stay in Kafka (at-least-once: Kafka cannot "
-            f"take records back; a retry sends them again): {figures}")
+            f"{merged.metrics.records_sent} records, which {fate}: {figures}")

@@ -25,6 +25,11 @@ hands its transaction back to the driver without committing it. Then, on the dri
    next driver finishes the commits from it (a commit repeated on a committed transaction
    succeeds).
 
+The Python Data Source runs the same steps where Spark calls it: recovery in ``writer()`` /
+``streamWriter()`` (:meth:`ExactlyOnceDriver.prepare_query`), and in ``commit()``, once the tasks
+have written, the replay check and the commits (:meth:`ExactlyOnceDriver.commit_written`: a
+replayed batch's new transactions are aborted).
+
 A transaction that cannot be committed (fenced, or aborted by the coordinator after
 ``transaction.timeout.ms``: the driver took longer than that after the task's first record) lost
 its records. Nothing is lost for good: the batch is recorded ``aborted`` and fails, naming the
@@ -71,6 +76,7 @@ class BatchCommit:
     committed: int
     aborted: int
     commit_ms: float
+    replay: bool = False
 
 
 def write_batch_id() -> str:
@@ -107,6 +113,33 @@ class ExactlyOnceDriver:
             return BatchStart(batch_id, True, recovered, fenced)
         return BatchStart(batch_id, False, recovered, fenced)
 
+    def prepare_query(self) -> BatchStart:
+        """The Data Source's start (``writer()`` / ``streamWriter()``, on the driver, before any
+        task): recover as :meth:`begin_batch` does, fencing as many ids as any batch used."""
+        recovered, fenced = self._recover(0)
+        return BatchStart("", False, recovered, fenced)
+
+    def commit_written(self, batch_id: str,
+                       transactions: Iterable[ResumableTransaction]) -> BatchCommit:
+        """The Data Source's ``commit()``, in a driver worker after the tasks wrote: finish a
+        batch an earlier driver left prepared (without fencing: this batch's transactions are
+        open), then commit this one, unless the log shows it committed: a replay, whose
+        transactions are aborted."""
+        transactions = tuple(transactions)
+        started = time.monotonic()
+        if not self._recovered:
+            self._recover(0, fence=False)
+        last = self._last
+        if last is not None and last.batch_id == batch_id and last.state == COMMITTED:
+            fence_transactional_ids([t.transactional_id for t in transactions], self._task_config(),
+                                    self._timeout_s)
+            log.info("KafkaSink: micro-batch %s was already committed (recorded in %r): a replay; "
+                     "its %d new transaction(s) were aborted", batch_id, self._log.topic,
+                     len(transactions))
+            return BatchCommit(batch_id, 0, len(transactions), (time.monotonic() - started) * 1000,
+                               replay=True)
+        return self.commit_batch(batch_id, len(transactions), transactions)
+
     def commit_batch(self, batch_id: str, partitions: int,
                      transactions: Iterable[ResumableTransaction]) -> BatchCommit:
         transactions = tuple(sorted(transactions, key=lambda t: t.transactional_id))
@@ -142,7 +175,7 @@ class ExactlyOnceDriver:
 
     # --- recovery -----------------------------------------------------------------------------
 
-    def _recover(self, partitions: int) -> tuple[int, int]:
+    def _recover(self, partitions: int, *, fence: bool = True) -> tuple[int, int]:
         self._log.ensure_topic()
         last = self._log.latest()
         recovered = 0
@@ -159,7 +192,7 @@ class ExactlyOnceDriver:
                 last = last.with_state(COMMITTED)
                 self._log.append(last)
         self._last = last
-        count = max(partitions, last.max_partitions if last is not None else 0)
+        count = max(partitions, last.max_partitions if last is not None else 0) if fence else 0
         fenced = fence_transactional_ids([self._config.transactional_id(p) for p in range(count)],
                                          self._task_config(), self._timeout_s)
         log.info("KafkaSink: exactly-once recovery for prefix %r: %d transaction(s) committed, %d "

@@ -14,10 +14,12 @@ from collections import Counter
 
 import pytest
 
+from spark_kafka_sink.spark.commit_log import CommitLog
 from spark_kafka_sink.spark.datasource import NAME, register
+from spark_kafka_sink.spark.options import SinkConfig
 
 from ..helpers import create_topic
-from ..verify import consume_all, end_offsets
+from ..verify import assert_no_open_transaction, consume_all, end_offsets
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -160,3 +162,44 @@ def test_overwrite_mode_is_refused(registered, kafka):
     with pytest.raises(Exception, match="save mode 'overwrite' is not supported"):
         (df.write.format(NAME).option("kafka.bootstrap.servers", kafka.bootstrap_servers)
          .option("topic", "never-written").mode("overwrite").save())
+
+
+@pytest.mark.parametrize("mode", ["arrow", "rows"])
+def test_exactly_once_stream_and_save_commit_every_task_transaction(registered, kafka, tmp_path, mode):
+    """delivery.guarantee=exactly-once through the Data Source: each micro-batch's transactions
+    are committed by ``commit()`` on the driver (the commit log shows the last batch committed),
+    a batch save too; read_committed sees every row once and nothing is left open."""
+    spark, bootstrap, topic = registered, kafka.bootstrap_servers, unique("eos-stream")
+    prefix = unique("eos-ds")
+    create_topic(bootstrap, topic, PARTITIONS)
+    source = tmp_path / "in"
+    source.mkdir()
+    total, files = 600, 3
+    for f in range(files):
+        with open(source / f"part-{f}.json", "w") as out:
+            for i in range(f * total // files, (f + 1) * total // files):
+                out.write(json.dumps({"id": i}) + "\n")
+    options = {"kafka.bootstrap.servers": bootstrap, "topic": topic, "mode": mode,
+               "delivery.guarantee": "exactly-once", "transactional.id.prefix": prefix}
+    stream = (spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).json(str(source))
+              .selectExpr("cast(id as string) as key", "cast(id as string) as value"))
+    query = (stream.writeStream.format(NAME).options(**options)
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(180), "the availableNow query did not finish in 180 s"
+    finally:
+        query.stop()
+    assert query.exception() is None
+    (spark.range(total, total + 100).selectExpr("cast(id as string) as key",
+                                                "cast(id as string) as value")
+     .write.format(NAME).options(**options).mode("append").save())
+
+    records = consume_all(bootstrap, topic, PARTITIONS, expected_count=total + 100)
+    seen = Counter(int(r.key) for part in records.values() for r in part)
+    assert set(seen) == set(range(total + 100)) and set(seen.values()) == {1}
+    assert_no_open_transaction(bootstrap, topic, PARTITIONS)
+    last = CommitLog(SinkConfig.from_options(options)).latest()
+    assert last.state == "committed" and last.batch_id.startswith("write-")
+    assert last.transactions and all(t.transactional_id.startswith(f"{prefix}-")
+                                     for t in last.transactions)
