@@ -7,6 +7,10 @@ runs in the same SparkSession, against the same broker, each into a fresh topic 
 - ``ours-arrow``: ``KafkaSink(...).write(df)`` in its default mode (``mapInArrow``, whole Arrow
   batches to ``send_arrow``); ``ours-rows``: the same with ``mode="rows"`` (``foreachPartition``,
   one ``send`` per row). ``ours`` on the command line means ``ours-arrow``;
+- ``ours-eos``: ``ours-arrow`` with ``delivery.guarantee=exactly-once`` (a fresh
+  ``transactional.id.prefix`` per attempt): each task writes in a transaction, the driver
+  records and commits them; the rows counted are those a ``read_committed`` reader sees, and the
+  note gives the driver's commit time (``transaction-commit-time-ms``);
 - ``builtin``: Spark's own Kafka sink, ``df.write.format("kafka").save()``; its connector comes
   from ``spark.jars.packages``, resolved by Spark's Ivy into a cache directory;
 - ``confluent``: a confluent-kafka ``Producer`` per task in ``foreachPartition``;
@@ -40,13 +44,15 @@ from . import admin
 from .peers import SETTINGS
 from .workers import WorkerPeaks
 
-CONTENDERS = ("ours-arrow", "ours-rows", "builtin", "confluent", "noop-foreach", "noop-arrow")
+CONTENDERS = ("ours-arrow", "ours-eos", "ours-rows", "builtin", "confluent", "noop-foreach",
+              "noop-arrow")
 ALIASES = {"ours": "ours-arrow"}
 LABELS = {"ours-arrow": "KafkaSink arrow (ours)", "ours-rows": "KafkaSink rows (ours)",
+          "ours-eos": "KafkaSink arrow exactly-once",
           "builtin": "Spark built-in sink",
           "confluent": "confluent foreachPartition", "noop-foreach": "no-op foreachPartition",
           "noop-arrow": "no-op mapInArrow"}
-WRITES_TO_KAFKA = ("ours-arrow", "ours-rows", "builtin", "confluent")
+WRITES_TO_KAFKA = ("ours-arrow", "ours-eos", "ours-rows", "builtin", "confluent")
 RATIO_OF = "ours-arrow"  # the contender the last lines compare with its peers
 TOPIC_PARTITIONS = 6
 DF_PARTITIONS = 2  # one per local[2] core
@@ -351,6 +357,22 @@ def write_ours(mode: str, ctx: Context, topic: str) -> Outcome:
     return Outcome()
 
 
+def write_ours_exactly_once(ctx: Context, topic: str) -> Outcome:
+    from spark_kafka_sink.spark.sink import KafkaSink
+
+    sink = KafkaSink(**{"kafka.bootstrap.servers": ctx.bootstrap, "topic": topic, "mode": "arrow",
+                        "delivery.guarantee": "exactly-once",
+                        "transactional.id.prefix": f"bench-{uuid.uuid4().hex[:8]}", **kafka_options()})
+    try:
+        sink.write(ctx.df)
+    finally:
+        sink.close()
+    figures = sink.last_metrics or {}
+    return Outcome(None, f"{figures.get('transaction-commit-total', 0):.0f} transactions committed "
+                         f"in {figures.get('transaction-commit-time-ms', float('nan')):.0f} ms "
+                         "(record, commit, record)")
+
+
 def write_builtin(ctx: Context, topic: str) -> Outcome:
     writer = (ctx.df.write.format("kafka")
               .option("kafka.bootstrap.servers", ctx.bootstrap).option("topic", topic))
@@ -380,6 +402,7 @@ def run_noop_arrow(ctx: Context, topic: str | None) -> Outcome:
 
 RUNNERS: dict[str, Callable[[Context, Any], Outcome]] = {
     "ours-arrow": partial(write_ours, "arrow"), "ours-rows": partial(write_ours, "rows"),
+    "ours-eos": write_ours_exactly_once,
     "builtin": write_builtin, "confluent": write_confluent,
     "noop-foreach": run_noop_foreach, "noop-arrow": run_noop_arrow,
 }
@@ -437,8 +460,12 @@ def measure(contender: str, ctx: Context, args: argparse.Namespace) -> Attempt:
         deadline.cancel()
         rss = peaks.stop() if peaks else None
         context.setJobGroup(f"bench-idle-{uuid.uuid4().hex[:8]}", "idle")
-    rows = admin.landed(ctx.bootstrap, topic, TOPIC_PARTITIONS) if contender in WRITES_TO_KAFKA \
-        else (outcome.processed or 0)
+    if contender == "ours-eos":                  # the end offsets count commit markers too
+        rows = admin.committed(ctx.bootstrap, topic, TOPIC_PARTITIONS)
+    elif contender in WRITES_TO_KAFKA:
+        rows = admin.landed(ctx.bootstrap, topic, TOPIC_PARTITIONS)
+    else:
+        rows = outcome.processed or 0
     status, detail = _status(rows, args.rows, deadline.fired.is_set(), error, args.max_seconds,
                              contender in WRITES_TO_KAFKA)
     return Attempt(contender, status, rows, seconds, rows / seconds if seconds else None, rss,
@@ -516,16 +543,23 @@ class Ratio:
 
     peer: str
     value: float | None
+    inverse: bool = False
+    """The peer over KafkaSink arrow instead (exactly-once over at-least-once)."""
 
     def line(self) -> str:
-        return f"KafkaSink arrow / {LABELS[self.peer]}: {_fmt(self.value, '.2f') if self.value else 'n/a'}"
+        shown = _fmt(self.value, '.2f') if self.value else 'n/a'
+        if self.inverse:
+            return f"{LABELS[self.peer]} / KafkaSink arrow: {shown}"
+        return f"KafkaSink arrow / {LABELS[self.peer]}: {shown}"
 
 
 def ratios(rows: list[Attempt]) -> list[Ratio]:
     rates = {r.contender: r.rows_per_s for r in rows if r.status == "ok" and r.rows_per_s}
     ours = rates.get(RATIO_OF)
     return [Ratio(peer, ours / rates[peer] if ours and rates.get(peer) else None)
-            for peer in ("builtin", "confluent", "noop-arrow")]
+            for peer in ("builtin", "confluent", "noop-arrow")] + (
+        [Ratio("ours-eos", rates["ours-eos"] / ours if ours and rates.get("ours-eos") else None,
+               inverse=True)] if "ours-eos" in rates else [])
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

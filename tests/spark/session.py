@@ -10,10 +10,13 @@ must be this interpreter (workers need pyarrow and this package) and ``SPARK_LOC
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "conf"
 
 SPARK_ENV = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
              "SPARK_LOCAL_IP": "127.0.0.1"}
@@ -40,3 +43,20 @@ def build_session(master: str, warehouse: str, app_name: str = "spark-kafka-sink
                .getOrCreate())
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def run_script(module: str, *args: str, timeout_s: float = 240) -> tuple[int, str]:
+    """Run ``python -m module args...`` from the repository root with :data:`SPARK_ENV` set (a
+    test's own driver process); its exit code and output, or ``AssertionError`` with the output
+    when it does not finish in ``timeout_s`` (it is killed)."""
+    env = {**os.environ, **SPARK_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [
+        str(ROOT), os.environ.get("PYTHONPATH")]))}
+    with subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as job:
+        try:
+            output, _ = job.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            output, _ = job.communicate()
+            raise AssertionError(f"{module} did not finish in {timeout_s:.0f} s:\n{output[-4000:]}")
+    return job.returncode, output

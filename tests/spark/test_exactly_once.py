@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -25,11 +23,10 @@ import pytest
 from ..helpers import create_topic
 from ..verify import assert_no_open_transaction, consume_all
 from .crash_job import CRASH_EXIT_CODE
-from .session import SPARK_ENV
+from .session import run_script
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.timeout(600)]
 
-ROOT = Path(__file__).resolve().parents[2]
 FILES, ROWS_PER_FILE, PARTITIONS = 3, 100, 3
 TASKS = 2  # crash_job repartitions each micro-batch in two: two tasks, two transactions
 ROWS = FILES * ROWS_PER_FILE
@@ -51,19 +48,8 @@ def _input(tmp_path: Path) -> Path:
 
 
 def _run(bootstrap, topic, input_dir, checkpoint, mode, prefix, point, out) -> tuple[int, str]:
-    env = {**os.environ, **SPARK_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [
-        str(ROOT), os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "tests.spark.crash_job", bootstrap, topic, str(input_dir),
-               str(checkpoint), mode, prefix, point, CRASH_BATCH, str(out)]
-    with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True) as job:
-        try:
-            output, _ = job.communicate(timeout=240)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            output, _ = job.communicate()
-            pytest.fail(f"the crash job ({point}) did not finish in 240 s:\n{output[-4000:]}")
-    return job.returncode, output
+    return run_script("tests.spark.crash_job", bootstrap, topic, str(input_dir), str(checkpoint),
+                      mode, prefix, point, CRASH_BATCH, str(out))
 
 
 def _crash_then_restart(kafka, tmp_path, mode, prefix, point) -> tuple[str, list]:

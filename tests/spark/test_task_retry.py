@@ -8,9 +8,6 @@ attempt's rows are in the log, aborted), no transaction of the prefix left open.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -19,28 +16,17 @@ import pytest
 
 from ..helpers import create_topic
 from ..verify import assert_no_open_transaction, consume_all, list_offsets
-from .session import SPARK_ENV
+from .session import run_script
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
-ROOT = Path(__file__).resolve().parents[2]
 ROWS, FAIL_AT, PARTITIONS = 4_000, 1_500, 2
 
 
 def _run_retry_job(bootstrap: str, topic: str, out: Path, mode: str, *extra: str) -> str:
-    env = {**os.environ, **SPARK_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [
-        str(ROOT), os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "tests.spark.retry_job", bootstrap, topic, str(ROWS),
-               str(FAIL_AT), str(out), mode, *extra]
-    with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True) as job:
-        try:
-            output, _ = job.communicate(timeout=240)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            output, _ = job.communicate()
-            pytest.fail(f"the retry job did not finish in 240 s:\n{output[-4000:]}")
-    assert job.returncode == 0, f"the retry job failed:\n{output[-4000:]}"
+    code, output = run_script("tests.spark.retry_job", bootstrap, topic, str(ROWS), str(FAIL_AT),
+                              str(out), mode, *extra)
+    assert code == 0, f"the retry job failed:\n{output[-4000:]}"
     assert "null 'topic'" in output, "attempt 0 did not fail as planned"
     return output
 
