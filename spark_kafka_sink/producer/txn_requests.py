@@ -248,6 +248,12 @@ class TxnInitProducerIdHandler(CoordinatorRequestHandler):
         if body.error_code == ErrorCode.NONE:
             self.manager.transactional_init_done(body.producer_id, body.producer_epoch)
             return Outcome.DONE
+        if body.error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT:
+            self.manager.fatal_error(errors.error_for(
+                body.error_code, f"transaction.timeout.ms ({self.manager.transaction_timeout_ms} ms) "
+                f"is refused by the brokers (node {node_id}): it is more than their "
+                "transaction.max.timeout.ms (15 minutes by default); lower it or raise theirs"))
+            return Outcome.FATAL
         if body.error_code in _ABORTABLE:         # nothing to abort while initialising
             self.manager.fatal_error(errors.error_for(
                 body.error_code, f"InitProducerId for transactional.id "

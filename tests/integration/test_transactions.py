@@ -266,3 +266,15 @@ def test_fencing_ids_aborts_their_open_transactions_and_fences_their_producers(b
     # nothing visible, and nothing holds read_committed readers back
     assert _committed_values(bootstrap, topic, 0) == []
     assert_no_open_transaction(bootstrap, topic, PARTITIONS)
+
+
+def test_a_transaction_timeout_above_the_brokers_maximum_is_refused_at_init_naming_both(broker):
+    bootstrap, _ = broker
+    config = {"bootstrap.servers": bootstrap, "transaction.timeout.ms": 900_001}
+    with pytest.raises(KafkaError, match=r"transaction\.timeout\.ms \(900001 ms\) is refused by the "
+                                         r"brokers .* transaction\.max\.timeout\.ms"):
+        fence_transactional_ids([f"too-long-{uuid.uuid4().hex[:8]}"], config, timeout=30)
+    with _producer(bootstrap, f"too-long-{uuid.uuid4().hex[:8]}",
+                   **{"transaction.timeout.ms": 900_001}) as producer:
+        with pytest.raises(KafkaError, match="INVALID_TRANSACTION_TIMEOUT"):
+            producer.init_transactions(timeout=30)

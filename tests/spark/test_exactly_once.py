@@ -7,7 +7,7 @@ the query from its checkpoint and runs it to the end. Then every row is in the t
 no transaction is left open on it, and the restarted driver saw the replayed batch as what it
 was: a no-op when the first driver had recorded it (its commits finished from the commit log),
 a normal write when it had not. The same crash in at-least-once mode duplicates the batch: the
-test has teeth.
+test has teeth. A write whose job fails has every transaction of its tasks aborted.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from ..helpers import create_topic
-from ..verify import assert_no_open_transaction, consume_all
+from ..verify import assert_no_open_transaction, consume_all, list_offsets
 from .crash_job import CRASH_EXIT_CODE
 from .session import run_script
 
@@ -97,3 +97,29 @@ def test_at_least_once_the_same_crash_writes_the_replayed_batch_twice(kafka, tmp
     assert set(seen) == set(range(ROWS))
     twice = sorted(i for i, n in seen.items() if n == 2)
     assert twice == list(range(ROWS_PER_FILE, 2 * ROWS_PER_FILE)), "batch 1 is written twice"
+
+
+@pytest.mark.parametrize("mode", ["arrow", "rows"])
+def test_a_failed_exactly_once_write_aborts_every_transaction_of_its_tasks(spark, kafka, mode):
+    """One task of two fails (a null topic; ``local[2]`` does not retry): the task that succeeded
+    had handed its transaction over, open; the driver aborts it with the failed one's. Nothing is
+    visible, nothing is left open, though the records were written (the test has teeth)."""
+    from spark_kafka_sink import KafkaSink
+
+    bootstrap = kafka.bootstrap_servers
+    topic = f"eos-failed-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    df = spark.range(0, 1_000, 1, 2).selectExpr(
+        "cast(id as string) as key", "cast(id as string) as value",
+        f"case when id = 900 then null else '{topic}' end as topic")
+    sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "mode": mode,
+                        "delivery.guarantee": "exactly-once",
+                        "transactional.id.prefix": f"eos-failed-{uuid.uuid4().hex[:8]}"})
+    try:
+        with pytest.raises(Exception, match="null 'topic'"):
+            sink.write(df)
+    finally:
+        sink.close()
+    assert _counts(bootstrap, topic, 0) == Counter()
+    assert_no_open_transaction(bootstrap, topic, PARTITIONS)
+    assert sum(list_offsets(bootstrap, topic, PARTITIONS, committed=False).values()) >= 500
