@@ -151,7 +151,7 @@ def _leader_address(conn: BlockingConnection, topic: str, partition: int) -> tup
 
 
 def _list_offset(conn: BlockingConnection, topic: str, partition: int, timestamp: int) -> int:
-    response = conn.request(apis.LIST_OFFSETS, {"topics": [{"name": topic, "partitions": [
+    response = conn.request(apis.LIST_OFFSETS, {"replica_id": -1, "topics": [{"name": topic, "partitions": [
         {"partition_index": partition, "timestamp": timestamp}]}]})
     for t in response.topics:
         for p in t.partitions:
@@ -168,7 +168,7 @@ def _fetch_range(conn: BlockingConnection, topic: str, partition: int, start: in
         if time.monotonic() > deadline:
             raise KafkaError(f"reading {topic}-{partition}: offsets {offset}..{end} not read in time")
         response = conn.request(apis.FETCH, {
-            "max_wait_ms": 0, "min_bytes": 1, "max_bytes": _READ_MAX_BYTES,
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": _READ_MAX_BYTES,
             "topics": [{"topic": topic, "partitions": [
                 {"partition": partition, "fetch_offset": offset,
                  "partition_max_bytes": _READ_MAX_BYTES}]}],

@@ -2,8 +2,8 @@
 
     API                     key  versions  flexible
     Produce                   0    3-12      9+
-    Fetch                     1    4-11      none (12+ not declared)
-    ListOffsets               2    1-5       none (6+ not declared)
+    Fetch                     1    4-11      12+ (flexible versions not declared)
+    ListOffsets               2    1-5       6+  (flexible versions not declared)
     Metadata                  3    4-13      9+
     FindCoordinator          10    0-6       3+
     SaslHandshake            17    0-1       none

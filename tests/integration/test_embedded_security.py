@@ -34,6 +34,12 @@ RECORDS = [(f"k{i}".encode(), f"value {i} ✓".encode()) for i in range(5)]
 
 # --- advertised ports (3 nodes) ------------------------------------------------------------------
 
+def leader_of(port: int, topic: str, partition: int) -> int:
+    """The partition's leader as node ``port`` sees it now."""
+    return next(p.leader_id for t in metadata(f"127.0.0.1:{port}", [topic]).topics
+                for p in t.partitions if p.partition_index == partition)
+
+
 def _produce_acks_all(port: int, topic: str, partition: int) -> int:
     """One acks=all Produce straight to ``port`` (a node's own listener); the error code."""
     builder = RecordBatchBuilder()
@@ -59,12 +65,16 @@ def test_advertised_ports_are_what_clients_see_while_brokers_replicate_internall
 
         topic = f"adv-{uuid.uuid4().hex[:8]}"
         leaders = create_topic(f"127.0.0.1:{real[1]}", topic, partitions=3, replication_factor=3)
-        for partition, leader in leaders.items():
-            # node 1 lists the leader before the leader itself may have loaded the partition
-            # (UNKNOWN_TOPIC_OR_PARTITION, retriable): ask until it answers, then expect success
-            code = wait_for(lambda: (c := _produce_acks_all(real[leader], topic, partition)) != 3
-                            and (c,), 15, f"{topic}-{partition} on its leader")[0]
-            assert code == 0
+        for partition in leaders:
+            # right after creation the leader node 1 names may not have loaded the partition yet
+            # (UNKNOWN_TOPIC_OR_PARTITION) or may have handed it on (NOT_LEADER_OR_FOLLOWER):
+            # both retriable; ask the current leader until it answers, then expect success
+            def produce_to_leader(p=partition) -> tuple[int] | None:
+                leader = leader_of(real[1], topic, p)
+                code = _produce_acks_all(real[leader], topic, p)
+                return None if code in (3, 6) else (code,)
+
+            assert wait_for(produce_to_leader, 15, f"{topic}-{partition} on its leader") == (0,)
 
         def full_isr() -> bool:
             parts = metadata(f"127.0.0.1:{real[1]}", [topic]).topics[0].partitions

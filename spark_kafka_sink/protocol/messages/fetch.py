@@ -40,9 +40,9 @@ LIST_OFFSETS_TOPIC_RESPONSE = Schema("ListOffsetsTopicResponse", [
 ])
 
 LIST_OFFSETS = ApiMessage.declare(
-    "ListOffsets", 2, versions="1-5", flexible="none",
+    "ListOffsets", 2, versions="1-5", flexible="6+",
     request=[
-        Field("replica_id", INT32, "0+", default=-1),
+        Field("replica_id", INT32, "0+"),            # a client sends -1
         Field("isolation_level", INT8, "2+", default=0),
         Field("topics", Array(LIST_OFFSETS_TOPIC), "0+"),
     ],
@@ -81,8 +81,7 @@ FETCH_PARTITION_RESPONSE = Schema("PartitionData", [
     Field("high_watermark", INT64, "0+"),
     Field("last_stable_offset", INT64, "4+", default=-1),
     Field("log_start_offset", INT64, "5+", default=-1),
-    Field("aborted_transactions", Array(ABORTED_TRANSACTION), "4+", nullable_versions="4+",
-          default=None),
+    Field("aborted_transactions", Array(ABORTED_TRANSACTION), "4+", nullable_versions="4+"),
     Field("preferred_read_replica", INT32, "11+", default=-1),
     Field("records", RECORDS, "0+", nullable_versions="0+"),
 ])
@@ -93,7 +92,7 @@ FETCH_TOPIC_RESPONSE = Schema("FetchableTopicResponse", [
 ])
 
 FETCH = ApiMessage.declare(
-    "Fetch", 1, versions="4-11", flexible="none",
+    "Fetch", 1, versions="4-11", flexible="12+",
     request=[
         Field("replica_id", INT32, "0+", default=-1),
         Field("max_wait_ms", INT32, "0+"),
