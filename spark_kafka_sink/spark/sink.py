@@ -161,7 +161,12 @@ class KafkaSink:
                     metrics = metrics.merge(task.metrics)
                 transactions = [task.transaction for task in stats if task.transaction is not None]
         except BaseException:
-            driver.abort_batch(key, partitions)
+            try:
+                driver.abort_batch(key, partitions)
+            except Exception:  # noqa: BLE001 - the job's error is the one to raise
+                log.exception("KafkaSink: the transactions of failed micro-batch %s could not be "
+                              "aborted; they are aborted when the query restarts, or after "
+                              "transaction.timeout.ms", key)
             raise
         commit = driver.commit_batch(key, partitions, transactions)
         return {**metrics.as_dict(), "transaction-commit-total": commit.committed,
