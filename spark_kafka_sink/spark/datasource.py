@@ -58,6 +58,7 @@ is accepted, as Spark's Kafka sink accepts it: every micro-batch sends the whole
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
@@ -181,30 +182,31 @@ def _recover_at_planning(config: SinkConfig) -> None:
     worker = _spark_worker_module()
     if worker is not None and worker != _PLANNING_WORKER:
         return
+    with _exactly_once_driver(config) as driver:
+        driver.prepare_query()
+
+
+@contextlib.contextmanager
+def _exactly_once_driver(config: SinkConfig) -> Iterator[ExactlyOnceDriver]:
+    """A driver for one step: Spark calls each step in a Python worker of its own."""
     driver = ExactlyOnceDriver(config)
     try:
-        driver.prepare_query()
+        yield driver
     finally:
         driver.close()
 
 
 def _commit_exactly_once(config: SinkConfig, batch_id: str,
                          messages: Sequence[WriterCommitMessage | None]) -> BatchCommit:
-    driver = ExactlyOnceDriver(config)
-    try:
+    with _exactly_once_driver(config) as driver:
         return driver.commit_written(batch_id, [m.transaction for m in messages if isinstance(
             m, KafkaCommitMessage) and m.transaction is not None])
-    finally:
-        driver.close()
 
 
 def _abort_exactly_once(config: SinkConfig, batch_id: str,
                         messages: Sequence[WriterCommitMessage | None]) -> None:
-    driver = ExactlyOnceDriver(config)
-    try:
+    with _exactly_once_driver(config) as driver:
         driver.abort_batch(batch_id, len(messages))
-    finally:
-        driver.close()
 
 
 def _transaction_figures(result: BatchCommit) -> dict[str, float]:

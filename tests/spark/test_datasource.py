@@ -11,6 +11,8 @@ import datetime
 import json
 import uuid
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +31,16 @@ PARTITIONS = 2
 
 def unique(name: str) -> str:
     return f"ds-{name}-{uuid.uuid4().hex[:8]}"
+
+
+def _json_files(source: Path, total: int, files: int, row: Callable[[int], dict]) -> Path:
+    """``files`` JSON files in ``source`` holding ``row(i)`` for ids 0..total-1 in order."""
+    source.mkdir()
+    for f in range(files):
+        with open(source / f"part-{f}.json", "w") as out:
+            for i in range(f * total // files, (f + 1) * total // files):
+                out.write(json.dumps(row(i)) + "\n")
+    return source
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +89,9 @@ def test_streaming_available_now_writes_every_row_once(registered, kafka, tmp_pa
 
     spark, bootstrap, topic = registered, kafka.bootstrap_servers, unique("stream")
     create_topic(bootstrap, topic, PARTITIONS)
-    source = tmp_path / "in"
-    source.mkdir()
     total, files = 3_000, 3
-    for f in range(files):
-        with open(source / f"part-{f}.json", "w") as out:
-            for i in range(f * total // files, (f + 1) * total // files):
-                out.write(json.dumps({"id": i, "ts": 1_700_000_000_000 + i}) + "\n")
+    source = _json_files(tmp_path / "in", total, files,
+                         lambda i: {"id": i, "ts": 1_700_000_000_000 + i})
     stream = (spark.readStream.schema("id long, ts long").option("maxFilesPerTrigger", 1)
               .json(str(source))
               .select(F.col("id").cast("string").alias("key"),
@@ -172,13 +180,8 @@ def test_exactly_once_stream_and_save_commit_every_task_transaction(registered, 
     spark, bootstrap, topic = registered, kafka.bootstrap_servers, unique("eos-stream")
     prefix = unique("eos-ds")
     create_topic(bootstrap, topic, PARTITIONS)
-    source = tmp_path / "in"
-    source.mkdir()
     total, files = 600, 3
-    for f in range(files):
-        with open(source / f"part-{f}.json", "w") as out:
-            for i in range(f * total // files, (f + 1) * total // files):
-                out.write(json.dumps({"id": i}) + "\n")
+    source = _json_files(tmp_path / "in", total, files, lambda i: {"id": i})
     options = {"kafka.bootstrap.servers": bootstrap, "topic": topic, "mode": mode,
                "delivery.guarantee": "exactly-once", "transactional.id.prefix": prefix}
     stream = (spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).json(str(source))
