@@ -613,23 +613,34 @@ class RecordAccumulator:
             else:
                 self._insert_in_creation_order(queue.batches, batch)
 
-    def split_and_reenqueue(self, big: ProducerBatch, now_ms: int) -> list[ProducerBatch]:
-        """Split ``big`` (refused as too large, holding more than one record) and queue the
-        parts at the front of its deque; the parts, in order. See the module docstring. With
+    def split_and_reenqueue(self, big: ProducerBatch, now_ms: int,
+                            refused: frozenset[int] = frozenset()) -> list[ProducerBatch]:
+        """Split ``big`` (refused as too large, holding more than one record; or holding the
+        records at indexes ``refused`` that the broker refused one by one, which then get a
+        part of their own each) and queue the parts at the front of its deque, except those
+        refused records' parts; every part, in order. See the module docstring. With
         idempotence the parts carry ``big``'s sequences and are tracked in flight (the caller
-        stops tracking ``big``). ``big`` keeps no lease: the caller still deallocates it, which
-        forgets it."""
-        target = min(self.batch_size, max(1, big.estimated_size_in_bytes // 2))
+        stops tracking ``big``, and fails the refused parts). ``big`` keeps no lease: the caller
+        still deallocates it, which forgets it."""
+        if refused:
+            target = self.batch_size
+        else:
+            target = min(self.batch_size, max(1, big.estimated_size_in_bytes // 2))
         parts = big.split(target, compression_type=self._compression_type,
-                          compression_level=self._compression_level)
+                          compression_level=self._compression_level, alone=refused)
         self._share_lease(big, parts)
         self._incomplete.add_all(parts)
         if self._txn is not None:
             for part in parts:
                 self._txn.add_in_flight(part)
+        if refused:
+            firsts = _first_indexes(parts)
+            queued = [part for part, first in zip(parts, firsts) if first not in refused]
+        else:
+            queued = parts
         queue = self._queue_for(big.topic_partition)
         with queue.lock:
-            for part in reversed(parts):
+            for part in reversed(queued):
                 if self._txn is not None:
                     self._insert_in_sequence_order(queue.batches, part)
                 else:
@@ -810,3 +821,12 @@ class RecordAccumulator:
         error = ProducerClosedError(str(reason))
         error.__cause__ = reason
         return error
+
+
+def _first_indexes(parts: list[ProducerBatch]) -> list[int]:
+    """The index, in the batch they were split from, of each part's first record."""
+    firsts, index = [], 0
+    for part in parts:
+        firsts.append(index)
+        index += part.record_count
+    return firsts

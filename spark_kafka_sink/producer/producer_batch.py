@@ -262,13 +262,13 @@ class ProducerBatch:
 
     # --- split ----------------------------------------------------------------------------------
 
-    def split(self, batch_size: int, *, compression_type, compression_level: int | None
-              ) -> list["ProducerBatch"]:
+    def split(self, batch_size: int, *, compression_type, compression_level: int | None,
+              alone: frozenset[int] = frozenset()) -> list["ProducerBatch"]:
         """Move the records to new batches of at most ``batch_size`` bytes each before
-        compression (a record larger than that gets a batch of its own), in order; the new
-        batches, closed for appends. This batch becomes final (``SPLIT``); its lease stays for
-        the caller to share out. See the module docstring. Sender thread; the batch must have
-        been built (drained) and not be final."""
+        compression (a record larger than that gets a batch of its own, and so does each record
+        whose index is in ``alone``), in order; the new batches, closed for appends. This batch
+        becomes final (``SPLIT``); its lease stays for the caller to share out. See the module
+        docstring. Sender thread; the batch must have been built (drained) and not be final."""
         if self._final_state is not None or not self._closed:
             raise RuntimeError(f"{self!r} can be split only once built and before its outcome")
         decoded = read_batch(self._builder.build())
@@ -276,7 +276,7 @@ class ProducerBatch:
         firsts: list[int] = []
         builder = None
         for index, record in enumerate(decoded.records):
-            if builder is None or builder.append_record(
+            if builder is None or index in alone or index - 1 in alone or builder.append_record(
                     record.timestamp_ms, record.key, record.value, record.headers) is None:
                 builder = RecordBatchBuilder(compression_type=compression_type,
                                              compression_level=compression_level,

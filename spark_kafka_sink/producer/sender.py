@@ -12,7 +12,8 @@ One loop step, :meth:`Sender.run_once`, reads as its parts:
    it carries;
 3. ``client.poll(timeout)``: the I/O; responses come back through the request callbacks, which
    decide per partition (:meth:`Sender._complete_batch`): done, retry after a backoff, split
-   (MESSAGE_TOO_LARGE for a batch of several records), or fail.
+   (MESSAGE_TOO_LARGE for a batch of several records; INVALID_RECORD naming some of its records,
+   which fail alone), or fail.
 
 Poll timeout (what ``send_producer_data`` returns): 0 when a request was just sent (more may be
 sendable at once); otherwise the smallest of the accumulator's next ready-check delay (linger or
@@ -420,6 +421,9 @@ class Sender:
             self._succeed_batch(batch, result)
         elif code == ErrorCode.MESSAGE_TOO_LARGE and batch.record_count > 1 and not batch.is_done:
             self._split_batch(batch, now_ms)
+        elif (code == ErrorCode.INVALID_RECORD and not batch.is_done
+              and 0 < len(_refused(batch, result)) < batch.record_count):
+            self._split_out_refused(batch, result, now_ms)
         elif self._can_retry(batch, result, now_ms):
             log.warning("got error %s for %s (attempt %d); retrying", result.error_class.__name__
                         if result.error_class else code, batch.topic_partition, batch.attempts + 1)
@@ -446,6 +450,30 @@ class Sender:
         self._remove_and_deallocate(batch)
         log.debug("split the batch for %s into %d", batch.topic_partition, len(parts))
         self._metrics.on_split(batch.topic_partition.topic)
+
+    def _split_out_refused(self, batch: ProducerBatch, result: PartitionResult, now_ms: int) -> None:
+        """INVALID_RECORD naming some of the batch's records (Produce v8+ ``record_errors``; the
+        broker wrote none of them): split them out, fail each with the broker's reason, and send
+        the others again, in order, as the split for MESSAGE_TOO_LARGE does. With idempotence the
+        refused records' sequences leave a gap: failing them bumps the epoch, which re-sequences
+        the parts still to go (beyond Java, which fails the whole batch)."""
+        refused = _refused(batch, result)
+        log.warning("the broker refused %d of the %d records of a batch for %s (INVALID_RECORD: "
+                    "%s); failing those and sending the others again", len(refused),
+                    batch.record_count, batch.topic_partition, result.error_message or "invalid")
+        if self._txn is not None:
+            self._txn.remove_in_flight(batch)
+        parts = self._accumulator.split_and_reenqueue(batch, now_ms, refused)
+        self._remove_and_deallocate(batch)
+        reasons = {e.batch_index: e.message for e in result.record_errors}
+        index = 0
+        for part in parts:
+            if index in refused:
+                single = PartitionResult(ErrorCode.INVALID_RECORD,
+                                         error_message=reasons.get(index) or result.error_message,
+                                         record_errors=())
+                self._fail_batch(part, batch_error(part, single), adjust_sequence_numbers=True)
+            index += part.record_count
 
     def _can_retry(self, batch: ProducerBatch, result: PartitionResult, now_ms: int) -> bool:
         if (batch.has_reached_delivery_timeout(self._settings.delivery_timeout_ms, now_ms)
@@ -488,3 +516,9 @@ class Sender:
         batches[:] = [b for b in batches if b is not batch]
         if not batches:
             del self._in_flight[tp]
+
+
+def _refused(batch: ProducerBatch, result: PartitionResult) -> frozenset[int]:
+    """The indexes of the records ``result`` says the broker refused (those in the batch)."""
+    return frozenset(e.batch_index for e in result.record_errors
+                     if 0 <= e.batch_index < batch.record_count)

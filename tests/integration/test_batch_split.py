@@ -147,3 +147,28 @@ def test_send_arrow_splits_refused_batches_and_counts_every_row_once(kafka, idem
         ranges = result.offsets.get(next(tp for tp in result.offsets if tp.partition == partition))
         assert sum(r.count for r in ranges) == len(rs)
         assert [o for r in ranges for o in range(r.first, r.last + 1)] == [r.offset for r in rs]
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_records_a_compacted_topic_refuses_fail_alone_and_their_batch_mates_arrive(kafka, idempotent):
+    """A record without a key in a batch for a compacted topic: the broker refuses that record
+    (INVALID_RECORD naming its index); only it fails, every other record arrives once, in order."""
+    topic = unique("compacted")
+    create_topic(kafka.bootstrap_servers, topic, 1, configs={"cleanup.policy": "compact"})
+    config = {"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 200,
+              "enable.idempotence": idempotent}
+    if not idempotent:
+        config["max.in.flight.requests.per.connection"] = 1
+    keyless = {10, 11, 57}
+    with KafkaProducer(config) as producer:
+        futures = [producer.send(topic, f"v{i:03d}".encode(),
+                                 key=None if i in keyless else f"k{i}".encode(), partition=0)
+                   for i in range(100)]
+        producer.flush()
+    for i in keyless:
+        assert "Compacted topic cannot accept message without key" in str(futures[i].exception())
+    delivered = [i for i in range(100) if i not in keyless]
+    assert all(futures[i].exception() is None for i in delivered)
+    consumed = consume_all(kafka.bootstrap_servers, topic, 1, expected_count=len(delivered))
+    assert [r.value for r in consumed[0]] == [f"v{i:03d}".encode() for i in delivered]
+    assert [futures[i].result().offset for i in delivered] == [r.offset for r in consumed[0]]

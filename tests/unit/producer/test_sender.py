@@ -11,7 +11,7 @@ import pytest
 
 from spark_kafka_sink.errors import (
     ClusterAuthorizationFailedError, KafkaTimeoutError, NotLeaderOrFollowerError,
-    OutOfOrderSequenceNumberError, ProducerClosedError,
+    InvalidRecordError, OutOfOrderSequenceNumberError, ProducerClosedError,
     TopicAuthorizationFailedError,
 )
 from spark_kafka_sink.producer.sender import SenderSettings
@@ -201,6 +201,40 @@ def test_message_too_large_with_several_records_splits_the_batch():
     h.run_until(lambda: all(f.done() for f in futures))
     assert [f.result().offset for f in futures] == [0, 1]
     assert [len(b[T0].records) for b in h.produce_batches()] == [2, 1, 1]
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_records_the_broker_refuses_one_by_one_fail_alone_and_the_others_are_delivered(idempotent):
+    """INVALID_RECORD with record_errors (a null key on a compacted topic, say): only the named
+    records fail, with the broker's reason; the others are sent again, in order, once each."""
+    h = Harness(idempotent=idempotent)
+    h.bootstrap()
+    h.script(T0, {"error_code": 87, "error_message": "One or more records have been rejected",
+                  "record_errors": [{"batch_index": 1, "batch_index_error_message":
+                                     "Compacted topic cannot accept message without key"},
+                                    {"batch_index": 3, "batch_index_error_message": None}]})
+    futures = [h.append(T0, value=f"v{i}".encode()) for i in range(5)]
+    h.run_until(lambda: all(f.done() for f in futures), advance_ms=10)
+    with pytest.raises(InvalidRecordError, match="Compacted topic cannot accept message without key"):
+        futures[1].result()
+    with pytest.raises(InvalidRecordError, match="One or more records have been rejected"):
+        futures[3].result()
+    assert [futures[i].result().offset for i in (0, 2, 4)] == [0, 1, 2]
+    assert [record[3] for record in h.log[T0]] == [b"v0", b"v2", b"v4"]
+    if idempotent:                                             # the gap cost an epoch bump
+        assert {(pid, epoch) for pid, epoch, _, _ in h.log[T0]} == {(PRODUCER_ID, 1)}
+        assert sorted(seq for _, _, seq, _ in h.log[T0]) == [0, 1, 2]
+    assert h.pool.available_memory == MEMORY
+
+
+def test_a_batch_whose_records_are_all_refused_fails_whole():
+    h = Harness()
+    h.bootstrap()
+    h.script(T0, {"error_code": 87, "record_errors": [{"batch_index": 0}, {"batch_index": 1}]})
+    futures = [h.append(T0), h.append(T0)]
+    h.run_until(lambda: all(f.done() for f in futures))
+    assert all(isinstance(f.exception(), InvalidRecordError) for f in futures)
+    assert produced(h) == 1
 
 
 # --- expiry -----------------------------------------------------------------------------------------
