@@ -101,9 +101,10 @@ def test_at_least_once_the_same_crash_writes_the_replayed_batch_twice(kafka, tmp
 
 @pytest.mark.parametrize("mode", ["arrow", "rows"])
 def test_a_failed_exactly_once_write_aborts_every_transaction_of_its_tasks(spark, kafka, mode):
-    """One task of two fails (a null topic; ``local[2]`` does not retry): the task that succeeded
-    had handed its transaction over, open; the driver aborts it with the failed one's. Nothing is
-    visible, nothing is left open, though the records were written (the test has teeth)."""
+    """One task of two fails (a null topic; ``local[2]`` does not retry): a task that succeeded
+    had handed its transaction over, open (unless Spark cancelled it first); the driver aborts it
+    with the failed one's. Nothing is visible, nothing is left open, though the records were
+    written (the test has teeth)."""
     from spark_kafka_sink import KafkaSink
 
     bootstrap = kafka.bootstrap_servers
@@ -122,4 +123,5 @@ def test_a_failed_exactly_once_write_aborts_every_transaction_of_its_tasks(spark
         sink.close()
     assert _counts(bootstrap, topic, 0) == Counter()
     assert_no_open_transaction(bootstrap, topic, PARTITIONS)
-    assert sum(list_offsets(bootstrap, topic, PARTITIONS, committed=False).values()) >= 500
+    # the failing task sent its 400 rows before the bad one (the other may be cancelled first)
+    assert sum(list_offsets(bootstrap, topic, PARTITIONS, committed=False).values()) >= 400
