@@ -482,16 +482,19 @@ class KafkaProducer:
         transaction can only be aborted (``abort_transaction()``). ``timeout`` in seconds
         (default ``max.block.ms``); on ``KafkaTimeoutError`` calling again waits for the same
         commit."""
+        flushing = []
+
         def begin(txn: TransactionManager):
             result = txn.begin_commit()
             self._accumulator.begin_flush()      # every batch is sendable now
+            flushing.append(True)
             return result
 
         try:
             self._transaction_step("commit", begin, timeout)
         finally:
-            if self._accumulator.flush_in_progress:
-                self._accumulator.await_flush_completion(0)  # ends the flush begun above
+            if flushing:                         # end this call's flush, not another thread's
+                self._accumulator.await_flush_completion(0)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort: records not sent yet fail with ``TransactionAbortedError``, the rest are
