@@ -515,10 +515,6 @@ class TransactionManager:
         return self._end_committed
 
     @property
-    def has_abortable_error(self) -> bool:
-        return self._state is TransactionState.ABORTABLE_ERROR
-
-    @property
     def is_completing(self) -> bool:
         return self._state in (TransactionState.COMMITTING_TRANSACTION,
                                TransactionState.ABORTING_TRANSACTION)

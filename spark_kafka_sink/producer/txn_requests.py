@@ -176,10 +176,10 @@ class CoordinatorRequestHandler(TxnRequestHandler):
                  self.api.name, node_id)
         self.manager.set_coordinator(None)
 
-    def handle_error(self, code: int, node_id: int, context: str) -> Outcome:
+    def handle_error(self, code: int, node_id: int) -> Outcome:
         """The outcome of error ``code`` (not NONE) that the handler does not treat itself."""
         error = errors.error_for(code, f"{self.api.name} for transactional.id "
-                                 f"{self.manager.transactional_id!r} on node {node_id}{context}")
+                                 f"{self.manager.transactional_id!r} on node {node_id}")
         if code in _COORDINATOR_MOVED:
             self.manager.set_coordinator(None)
             return Outcome.RETRY
@@ -259,7 +259,7 @@ class TxnInitProducerIdHandler(CoordinatorRequestHandler):
                 body.error_code, f"InitProducerId for transactional.id "
                 f"{self.manager.transactional_id!r} on node {node_id}"))
             return Outcome.FATAL
-        return self.handle_error(body.error_code, node_id, "")
+        return self.handle_error(body.error_code, node_id)
 
 
 class AddPartitionsToTxnHandler(CoordinatorRequestHandler):
@@ -315,7 +315,7 @@ class AddPartitionsToTxnHandler(CoordinatorRequestHandler):
             self.manager.partitions_not_added(self.partitions, retry=True)
             return Outcome.RETRY
         if shared is not None:
-            outcome = self.handle_error(shared, node_id, "")
+            outcome = self.handle_error(shared, node_id)
             self.manager.partitions_not_added(self.partitions, retry=outcome is Outcome.RETRY)
             return outcome
         self.manager.partitions_not_added(self.partitions, retry=False)
@@ -359,7 +359,7 @@ class EndTxnHandler(CoordinatorRequestHandler):
                 f"{self.manager.producer_id_and_epoch.epoch}: the coordinator has no open "
                 f"transaction of that producer to {what}; it was already {other}"))
             return Outcome.FATAL
-        return self.handle_error(body.error_code, node_id, "")
+        return self.handle_error(body.error_code, node_id)
 
 
 def transactional_handler(step: str, manager: TransactionManager) -> TxnRequestHandler:

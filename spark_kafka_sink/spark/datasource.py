@@ -209,11 +209,6 @@ def _abort_exactly_once(config: SinkConfig, batch_id: str,
         driver.abort_batch(batch_id, len(messages))
 
 
-def _transaction_figures(result: BatchCommit) -> dict[str, float]:
-    return {"transaction-commit-total": result.committed, "transaction-abort-total": result.aborted,
-            "transaction-commit-time-ms": result.commit_ms, "batch-replay-total": int(result.replay)}
-
-
 def _write_task(config: SinkConfig, write_schema: WriteSchema, rows: Iterator[Any],
                 **seams: Any) -> KafkaCommitMessage:
     """One task: ``PartitionWriter`` over ``rows``; raises the task's first error. ``seams``
@@ -268,7 +263,7 @@ class KafkaBatchWriter(_Writer, DataSourceWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         extra = None
         if self.config.exactly_once:
-            extra = _transaction_figures(_commit_exactly_once(self.config, write_batch_id(), messages))
+            extra = _commit_exactly_once(self.config, write_batch_id(), messages).figures()
         _driver_log().info("%s", commit_line(None, messages, extra))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -283,7 +278,7 @@ class KafkaStreamWriter(_Writer, DataSourceStreamWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         extra = None
         if self.config.exactly_once:
-            extra = _transaction_figures(_commit_exactly_once(self.config, str(batchId), messages))
+            extra = _commit_exactly_once(self.config, str(batchId), messages).figures()
         _driver_log().info("%s", commit_line(batchId, messages, extra))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

@@ -78,6 +78,11 @@ class BatchCommit:
     commit_ms: float
     replay: bool = False
 
+    def figures(self) -> dict[str, float]:
+        """The batch's transaction metrics, by the names the sink publishes."""
+        return {"transaction-commit-total": self.committed, "transaction-abort-total": self.aborted,
+                "transaction-commit-time-ms": self.commit_ms, "batch-replay-total": int(self.replay)}
+
 
 def write_batch_id() -> str:
     """A batch id for ``KafkaSink.write`` (never replayed)."""
@@ -96,11 +101,6 @@ class ExactlyOnceDriver:
         self._timeout_s = timeout_s
         self._recovered = False
         self._last: BatchRecord | None = None
-
-    @property
-    def last_record(self) -> BatchRecord | None:
-        """The last record this driver wrote or recovered."""
-        return self._last
 
     def begin_batch(self, batch_id: str, partitions: int) -> BatchStart:
         recovered = fenced = 0

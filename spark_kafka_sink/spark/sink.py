@@ -49,7 +49,7 @@ from typing import Any, Mapping
 
 from ..errors import ConfigError
 from .arrow_writer import STATS_SCHEMA, ArrowWriter, merge_stats, sink_frame, stats_transactions
-from .exactly_once import ExactlyOnceDriver, write_batch_id
+from .exactly_once import BatchCommit, ExactlyOnceDriver, write_batch_id
 from .metrics import SinkMetricsParam, SinkTaskMetrics, format_line
 from .options import ARROW, DELIVERY_GUARANTEE, EXACTLY_ONCE, SinkConfig
 from .partition_writer import PartitionWriter
@@ -139,15 +139,14 @@ class KafkaSink:
             driver = self._exactly_once = ExactlyOnceDriver(self._config)
         key = write_batch_id() if batch_id is None else str(batch_id)
         try:
-            partitions = df.rdd.getNumPartitions()
+            rdd = df.rdd
+            partitions = rdd.getNumPartitions()
         except Exception as error:  # noqa: BLE001 - Spark Connect has no df.rdd
             raise ConfigError(f"{DELIVERY_GUARANTEE}={EXACTLY_ONCE!r} needs classic Spark (the "
                               f"job's partition count comes from df.rdd): {error}") from error
         start = driver.begin_batch(key, partitions)
         if start.replay:
-            return {**SinkTaskMetrics().as_dict(), "transaction-commit-total": 0,
-                    "transaction-abort-total": 0, "transaction-commit-time-ms": 0.0,
-                    "batch-replay-total": 1}
+            return {**SinkTaskMetrics().as_dict(), **BatchCommit(key, 0, 0, 0.0, replay=True).figures()}
         try:
             if self._config.mode == ARROW:
                 rows = sink_frame(df, write_schema).mapInArrow(
@@ -155,7 +154,7 @@ class KafkaSink:
                 metrics, transactions = merge_stats(rows), stats_transactions(rows)
             else:
                 writer = PartitionWriter(self._config, write_schema)
-                stats = df.rdd.mapPartitions(lambda rows: [writer(rows)]).collect()
+                stats = rdd.mapPartitions(lambda rows: [writer(rows)]).collect()
                 metrics = SinkTaskMetrics()
                 for task in stats:
                     metrics = metrics.merge(task.metrics)
@@ -169,9 +168,7 @@ class KafkaSink:
                               "transaction.timeout.ms", key)
             raise
         commit = driver.commit_batch(key, partitions, transactions)
-        return {**metrics.as_dict(), "transaction-commit-total": commit.committed,
-                "transaction-abort-total": commit.aborted,
-                "transaction-commit-time-ms": commit.commit_ms, "batch-replay-total": 0}
+        return {**metrics.as_dict(), **commit.figures()}
 
     def _publish(self, batch_id: int | None, metrics: SinkTaskMetrics, seconds: float) -> None:
         self._publish_figures(batch_id, metrics.as_dict(), seconds)
