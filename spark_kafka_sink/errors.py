@@ -877,6 +877,26 @@ class InvalidPartitionError(KafkaError, ValueError):
                              self.rows_out_of_range))
 
 
+class RecordContentError(KafkaError, ValueError):
+    """A record that cannot be built from its input: a negative timestamp, a header with a null
+    key, a null topic. The message names the row or value at fault."""
+
+
+RECORD_ERRORS: tuple[type[BaseException], ...] = (
+    RecordContentError, InvalidPartitionError, InvalidTopicError, MessageTooLargeError,
+    InvalidRecordError, InvalidTimestampError, CorruptMessageError)
+"""The errors that concern one record alone: the producer refuses it before sending (its content,
+partition, topic name or size), or the broker refuses it on its own (MESSAGE_TOO_LARGE for a single
+record, INVALID_RECORD, INVALID_TIMESTAMP, CORRUPT_MESSAGE). Everything else (authentication,
+authorization, timeouts, a fenced producer, a broken connection) concerns the producer, the network
+or the cluster: no per-record policy applies to it."""
+
+
+def is_record_error(error: BaseException | None) -> bool:
+    """Whether ``error`` concerns one record alone (see :data:`RECORD_ERRORS`)."""
+    return isinstance(error, RECORD_ERRORS)
+
+
 # --- producer errors ------------------------------------------------------------------------
 
 class KafkaTimeoutError(KafkaError, TimeoutError):

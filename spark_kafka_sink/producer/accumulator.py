@@ -614,20 +614,23 @@ class RecordAccumulator:
                 self._insert_in_creation_order(queue.batches, batch)
 
     def split_and_reenqueue(self, big: ProducerBatch, now_ms: int,
-                            refused: frozenset[int] = frozenset()) -> list[ProducerBatch]:
+                            refused: frozenset[int] = frozenset(), *,
+                            alone: frozenset[int] | None = None) -> list[ProducerBatch]:
         """Split ``big`` (refused as too large, holding more than one record; or holding the
         records at indexes ``refused`` that the broker refused one by one, which then get a
         part of their own each) and queue the parts at the front of its deque, except those
-        refused records' parts; every part, in order. See the module docstring. With
-        idempotence the parts carry ``big``'s sequences and are tracked in flight (the caller
-        stops tracking ``big``, and fails the refused parts). ``big`` keeps no lease: the caller
-        still deallocates it, which forgets it."""
-        if refused:
+        refused records' parts; every part, in order. ``alone`` (default: ``refused``): the
+        records that get a part of their own. See the module docstring. With idempotence the
+        parts carry ``big``'s sequences and are tracked in flight (the caller stops tracking
+        ``big``, and fails the refused parts). ``big`` keeps no lease: the caller still
+        deallocates it, which forgets it."""
+        alone = refused if alone is None else alone
+        if alone:
             target = self.batch_size
         else:
             target = min(self.batch_size, max(1, big.estimated_size_in_bytes // 2))
         parts = big.split(target, compression_type=self._compression_type,
-                          compression_level=self._compression_level, alone=refused)
+                          compression_level=self._compression_level, alone=alone)
         self._share_lease(big, parts)
         self._incomplete.add_all(parts)
         if self._txn is not None:

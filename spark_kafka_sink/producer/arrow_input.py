@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import KafkaError, KafkaTimeoutError
+from ..errors import KafkaError, KafkaTimeoutError, RecordContentError
 from ..structs import TopicPartition
 from .tally import DeliveryTally
 
@@ -45,10 +45,22 @@ class ArrowColumns:
         return ArrowColumns(stop - start, cut(self.value), cut(self.key), cut(self.headers),
                             cut(self.timestamp), cut(self.partition))
 
+    def filter(self, keep: np.ndarray) -> ArrowColumns:
+        """The rows where ``keep`` (a bool array, one per row) is true, in order (one copy)."""
+        import pyarrow as pa
+
+        mask = pa.array(keep, type=pa.bool_())
+
+        def take(array: Any) -> Any:
+            return None if array is None else array.filter(mask)
+
+        return ArrowColumns(int(keep.sum()), take(self.value), take(self.key), take(self.headers),
+                            take(self.timestamp), take(self.partition))
+
 
 def resolve_columns(data: Any, *, value: Any = "value", key: Any = DEFAULT,
                     headers: Any = DEFAULT, timestamp: Any = DEFAULT,
-                    partition: Any = DEFAULT) -> ArrowColumns:
+                    partition: Any = DEFAULT, check_header_keys: bool = True) -> ArrowColumns:
     """The columns of ``data`` (a ``pyarrow.RecordBatch`` or ``Table``) to send.
 
     Each argument is a column name, ``None`` for no such column, or (except ``value``) left at
@@ -56,7 +68,8 @@ def resolve_columns(data: Any, *, value: Any = "value", key: Any = DEFAULT,
     has one. A name given explicitly must exist. Types: value and key binary or string (any
     width); headers ``list<struct<key: string, value: binary>>``; timestamp an Arrow timestamp
     (any unit and zone) or int64 epoch milliseconds; partition any integer type. A null header
-    or header key is a ``ValueError`` naming the input row (``.row``).
+    or header key is a ``RecordContentError`` (a ``ValueError``) naming the input row (``.row``),
+    unless ``check_header_keys`` is false (the caller finds such rows itself).
     """
     import pyarrow as pa
 
@@ -90,7 +103,7 @@ def resolve_columns(data: Any, *, value: Any = "value", key: Any = DEFAULT,
         timestamp=pick(timestamp, "timestamp", "timestamp"),
         partition=pick(partition, "partition", "partition"),
     )
-    _check_types(columns)
+    _check_types(columns, check_header_keys)
     return columns
 
 
@@ -119,7 +132,7 @@ def _without_views(array: Any) -> Any:
     return array if target == kind else array.cast(target)
 
 
-def _check_types(columns: ArrowColumns) -> None:
+def _check_types(columns: ArrowColumns, check_header_keys: bool = True) -> None:
     import pyarrow as pa
 
     from ..record.arrow_columns import is_bytes     # pyarrow loads with the first Arrow send
@@ -138,7 +151,8 @@ def _check_types(columns: ArrowColumns) -> None:
         if not ok:
             raise TypeError(f"the headers column has type {kind}; expected "
                             f"list<struct<key: string, value: binary>>")
-        _check_header_keys(headers)
+        if check_header_keys:
+            _check_header_keys(headers)
     stamp = columns.timestamp
     if stamp is not None and not (pa.types.is_timestamp(stamp.type) or pa.types.is_int64(stamp.type)):
         raise TypeError(f"the timestamp column has type {stamp.type}; expected a timestamp or "
@@ -163,7 +177,8 @@ def _check_header_keys(headers: Any) -> None:
     offsets = headers.offsets.to_numpy(zero_copy_only=False)
     row = int(np.searchsorted(offsets, offsets[0] + first, side="right")) - 1
     what = "a null header" if items.is_null()[first].as_py() else "a header with a null key"
-    error = ValueError(f"headers: row {row} of the input has {what} (Kafka headers need a string key)")
+    error = RecordContentError(f"headers: row {row} of the input has {what} (Kafka headers need a "
+                               f"string key)")
     error.row = row  # type: ignore[attr-defined]
     raise error
 
@@ -171,11 +186,13 @@ def _check_header_keys(headers: Any) -> None:
 _PER_MS = {"s": None, "ms": 1, "us": 1_000, "ns": 1_000_000}
 
 
-def timestamps_ms(column: Any, rows: int, now_ms: int, name: str = "timestamp") -> np.ndarray:
+def timestamps_ms(column: Any, rows: int, now_ms: int, name: str = "timestamp", *,
+                  negative_ok: bool = False) -> np.ndarray:
     """Epoch milliseconds per row (int64): the column's, floored to whole ms as Spark's sink
     does; ``now_ms`` for a null or for no column. ``ValueError`` naming the column ``name``, the
     first row and its value when a timestamp is negative (before 1970): as in Java, a Kafka
-    timestamp is non-negative or null."""
+    timestamp is non-negative or null. ``negative_ok``: return them instead (the caller sorts
+    those rows out)."""
     import pyarrow as pa
 
     if column is None:
@@ -190,9 +207,9 @@ def timestamps_ms(column: Any, rows: int, now_ms: int, name: str = "timestamp") 
     if column.null_count:
         values[column.is_null().to_numpy(zero_copy_only=False)] = now_ms
     negative = values < 0
-    if negative.any():
+    if not negative_ok and negative.any():
         row = int(np.argmax(negative))
-        raise ValueError(
+        raise RecordContentError(
             f"row {row}: timestamp {int(values[row])} ms in column {name!r} is negative (before "
             f"1970); Kafka timestamps must be non-negative or null (null: the send time), and "
             f"{int(negative.sum())} row(s) of this column are negative")
@@ -223,13 +240,19 @@ class ArrowSendResult(DeliveryTally):
     batches (adjacent ranges merged). ``wait(timeout)`` blocks until all ``rows`` are done;
     ``raise_for_errors()`` raises the first failure. Rows that could not even be queued (the
     producer closed, or no memory within ``max.block.ms``) count as failed, with that error.
+
+    With ``errors_tolerance="all"``, ``rejected`` lists the input rows left out because they
+    cannot become records (``arrow_check.RejectedRow``: the row and its error), and ``rows``
+    counts only the rows sent; ``keep_refused`` keeps the records the broker refuses one by one
+    (:meth:`~.tally.DeliveryTally.take_refused`).
     """
 
-    __slots__ = ("rows", "offsets", "_done")
+    __slots__ = ("rows", "offsets", "rejected", "_done")
 
-    def __init__(self, rows: int):
-        super().__init__()
+    def __init__(self, rows: int, *, keep_refused: bool = False, rejected: tuple = ()):
+        super().__init__(keep_refused=keep_refused)
         self.rows = rows
+        self.rejected = rejected
         self.offsets: dict[TopicPartition, list[OffsetRange]] = {}
         self._done = threading.Condition(self._lock)
 
@@ -243,7 +266,10 @@ class ArrowSendResult(DeliveryTally):
                 ranges[-1] = OffsetRange(ranges[-1].first, last)
             else:
                 ranges.append(OffsetRange(base_offset, last))
-        if self.acked + self.failed >= self.rows:
+        self._refused_locked()
+
+    def _refused_locked(self) -> None:
+        if self.acked + self.failed + self.refused >= self.rows:
             self._done.notify_all()
 
     def not_queued(self, error: BaseException, topic_partition: TopicPartition, records: int) -> None:
@@ -257,7 +283,8 @@ class ArrowSendResult(DeliveryTally):
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every row has an outcome; ``False`` if ``timeout`` (s) ran out first."""
         with self._lock:
-            return self._done.wait_for(lambda: self.acked + self.failed >= self.rows, timeout)
+            return self._done.wait_for(lambda: self.acked + self.failed + self.refused >= self.rows,
+                                       timeout)
 
     def raise_for_errors(self, timeout: float | None = None) -> ArrowSendResult:
         """Wait, then raise the first failure's error (with how many rows failed); ``self``."""
@@ -272,5 +299,7 @@ class ArrowSendResult(DeliveryTally):
         return self
 
     def __repr__(self) -> str:
-        return (f"ArrowSendResult(rows={self.rows}, acked={self.acked}, failed={self.failed}, "
-                f"partitions={len(self.offsets)})")
+        extra = "".join(f", {name}={count}" for name, count in
+                        (("refused", self.refused), ("rejected", len(self.rejected))) if count)
+        return (f"ArrowSendResult(rows={self.rows}, acked={self.acked}, failed={self.failed}"
+                f"{extra}, partitions={len(self.offsets)})")

@@ -51,6 +51,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
+from ..errors import is_record_error
 from ..record.layout import INVALID_OFFSET
 from ..structs import RecordMetadata, TopicPartition
 
@@ -138,9 +139,12 @@ class BatchCompletion:
             counts[tally] = counts.get(tally, 0) + end - first
         return counts
 
-    def finish(self, base_offset: int, log_append_time_ms: int, error: BaseException | None) -> bool:
+    def finish(self, base_offset: int, log_append_time_ms: int, error: BaseException | None,
+               records: Callable[[], Sequence] | None = None) -> bool:
         """Store the outcome, tell the tallies, run the callbacks, settle. ``False`` if already
-        finished, or split (its records finish with their new batches)."""
+        finished, or split (its records finish with their new batches). ``records``: the batch's
+        decoded records, asked for only when a tally keeps records refused with a per-record
+        ``error`` (``DeliveryTally.keep_refused``)."""
         with self._lock:
             if self._final or self._split is not None:
                 return False
@@ -149,11 +153,22 @@ class BatchCompletion:
             self.error = error
             self._final = True
             self._notify_locked()
+        refused = records is not None and is_record_error(error)
+        decoded: Sequence | None = None
         for tally, count in self.tally_counts().items():
             try:
-                tally.batch_completed(self.topic_partition, count, error, base_offset)
+                if refused and tally.keep_refused:
+                    if decoded is None:
+                        decoded = records()
+                    kept = [record for owner, first, end in self._tallies or () if owner is tally
+                            for record in decoded[first:end]]
+                    tally.batch_refused(self.topic_partition, kept, error)
+                else:
+                    tally.batch_completed(self.topic_partition, count, error, base_offset)
             except BaseException:  # noqa: B036 - like a callback: must not stop the sender
                 log.exception("Error counting a batch of %s in a delivery tally", self.topic_partition)
+                if refused and tally.keep_refused:  # not kept: it must still count, as failed
+                    tally.batch_completed(self.topic_partition, count, error, base_offset)
         for future in self._watchers:  # frozen now: nothing is added after _final
             future._run_callbacks()
         self._mark_settled()

@@ -37,7 +37,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..config import ProducerConfig
 from ..errors import (
     IllegalStateError, InvalidPartitionError, KafkaError, KafkaTimeoutError, MetadataTimeoutError,
-    ProducerClosedError, RecordTooLargeError,
+    ProducerClosedError, RecordContentError, RecordTooLargeError,
 )
 from ..record import CompressionType, RecordBatchBuilder
 from ..record.builder import NO_HEADERS_SIZE_BOUND
@@ -101,10 +101,10 @@ def _checked_timestamp(timestamp_ms: Any) -> int:
                         f"{type(timestamp_ms).__name__}")
     timestamp_ms = int(timestamp_ms)
     if timestamp_ms < 0:
-        raise ValueError(f"Invalid timestamp: {timestamp_ms}. Timestamp should always be "
+        raise RecordContentError(f"Invalid timestamp: {timestamp_ms}. Timestamp should always be "
                          f"non-negative or null (None: the send time; -1 is not 'no timestamp')")
     if timestamp_ms > INT64_MAX:
-        raise ValueError(f"Invalid timestamp: {timestamp_ms}. It does not fit an int64")
+        raise RecordContentError(f"Invalid timestamp: {timestamp_ms}. It does not fit an int64")
     return timestamp_ms
 
 
@@ -282,7 +282,8 @@ class KafkaProducer:
 
     def send_arrow(self, topic: str, data: Any, *, value: Any = "value", key: Any = DEFAULT,
                    headers: Any = DEFAULT, timestamp: Any = DEFAULT,
-                   partition: Any = DEFAULT) -> ArrowSendResult:
+                   partition: Any = DEFAULT, errors_tolerance: str = "none",
+                   keep_refused: bool = False) -> ArrowSendResult:
         """Queue every row of ``data`` (a ``pyarrow.RecordBatch`` or ``Table``) for ``topic``,
         encoded into record batches straight from the Arrow columns (:mod:`.arrow_send`).
 
@@ -290,6 +291,13 @@ class KafkaProducer:
         named ``key``/``headers``/``timestamp``/``partition`` if there is one). Returns one
         :class:`~.arrow_input.ArrowSendResult` for all rows (``wait``, ``raise_for_errors``,
         counts, per-partition offset ranges), not a future per row.
+
+        ``errors_tolerance`` (Kafka Connect's name): ``"none"`` (the default) raises at the first
+        row that cannot become a record (below); ``"all"`` leaves such rows out and sends the
+        others, the result's ``rejected`` naming each row left out and its error
+        (:mod:`.arrow_check`). ``keep_refused``: the result keeps the records the broker refuses
+        one by one (INVALID_RECORD, ...) rather than counting them as failed
+        (:meth:`~.tally.DeliveryTally.take_refused`).
 
         Raises at once, with nothing queued: ``TypeError``/``ValueError`` for a bad column (named;
         a negative timestamp, before 1970, names its row and value),
@@ -305,28 +313,48 @@ class KafkaProducer:
             raise ProducerClosedError("cannot send after the producer is closed")
         if self._transactional is not None:
             self._transactional.check_can_send()
+        if errors_tolerance not in ("none", "all"):
+            raise ValueError(f"errors_tolerance must be 'none' or 'all', got {errors_tolerance!r}")
+        tolerant = errors_tolerance == "all"
         check_topic(topic)
         self._raise_if_sender_died()
         columns = resolve_columns(data, value=value, key=key, headers=headers, timestamp=timestamp,
-                                  partition=partition)
-        result = ArrowSendResult(columns.rows)
+                                  partition=partition, check_header_keys=not tolerant)
+        result = ArrowSendResult(columns.rows, keep_refused=keep_refused)
         if columns.rows == 0:
             return result
         clock = self._clock
         timestamps = timestamps_ms(columns.timestamp, columns.rows, clock.now_ms(),
-                                   timestamp if isinstance(timestamp, str) else "timestamp")
+                                   timestamp if isinstance(timestamp, str) else "timestamp",
+                                   negative_ok=tolerant)
         start_ms = clock.monotonic_ms()
         snapshot = self._metadata.await_topic(topic, self._max_block_ms, clock)
         if columns.partition is not None:
             snapshot = self._await_explicit_partitions(
                 topic, columns.partition, snapshot,
                 self._max_block_ms - (clock.monotonic_ms() - start_ms))
+        cfg = self.config
+        limit = "max.request.size" if cfg.max_request_size <= cfg.buffer_memory else "buffer.memory"
+        if tolerant:
+            import numpy as np
+
+            from .arrow_check import find_bad_rows
+
+            rejected = find_bad_rows(topic, columns, timestamps,
+                                     self._route(snapshot, topic).partition_count,
+                                     self._max_record_size, limit)
+            if rejected:
+                keep = np.ones(columns.rows, dtype=bool)
+                keep[[r.row for r in rejected]] = False
+                columns, timestamps = columns.filter(keep), timestamps[keep]
+                result = ArrowSendResult(columns.rows, keep_refused=keep_refused,
+                                         rejected=tuple(rejected))
+                if columns.rows == 0:
+                    return result
         sizes = row_sizes(columns)
         plan = plan_partitions(topic, self._route(snapshot, topic).view, rows=columns.rows,
                                keys=columns.key, explicit=columns.partition, sizes=sizes,
                                sticky=self._partitioner, ignore_keys=self._ignore_keys)
-        cfg = self.config
-        limit = "max.request.size" if cfg.max_request_size <= cfg.buffer_memory else "buffer.memory"
 
         def prepare(start: int, stop: int) -> Any:
             return prepare_rows(topic, columns.slice(start, stop), timestamps[start:stop],

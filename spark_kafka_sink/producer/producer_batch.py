@@ -324,7 +324,12 @@ class ProducerBatch:
             log.log(level, "Ignored completion %s of batch %s (base offset %d): already %s",
                     state.value, self, base_offset, previous.value)
             return False
-        return self.completion.finish(base_offset, log_append_time_ms, error)
+        return self.completion.finish(base_offset, log_append_time_ms, error,
+                                      None if error is None else self._decoded_records)
+
+    def _decoded_records(self) -> list:
+        """The batch's records decoded (for a tally keeping records refused one by one)."""
+        return list(read_batch(self._builder.build()).records)
 
     @property
     def final_state(self) -> FinalState | None:

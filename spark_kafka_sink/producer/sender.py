@@ -421,8 +421,8 @@ class Sender:
             self._succeed_batch(batch, result)
         elif code == ErrorCode.MESSAGE_TOO_LARGE and batch.record_count > 1 and not batch.is_done:
             self._split_batch(batch, now_ms)
-        elif (code == ErrorCode.INVALID_RECORD and not batch.is_done
-              and 0 < len(_refused(batch, result)) < batch.record_count):
+        elif code in _REFUSED_ONE_BY_ONE and batch.record_count > 1 and not batch.is_done and (
+                result.record_errors or code != ErrorCode.CORRUPT_MESSAGE):
             self._split_out_refused(batch, result, now_ms)
         elif self._can_retry(batch, result, now_ms):
             log.warning("got error %s for %s (attempt %d); retrying", result.error_class.__name__
@@ -452,24 +452,50 @@ class Sender:
         self._metrics.on_split(batch.topic_partition.topic)
 
     def _split_out_refused(self, batch: ProducerBatch, result: PartitionResult, now_ms: int) -> None:
-        """INVALID_RECORD naming some of the batch's records (Produce v8+ ``record_errors``; the
-        broker wrote none of them): split them out, fail each with the broker's reason, and send
-        the others again, in order, as the split for MESSAGE_TOO_LARGE does. With idempotence the
-        refused records' sequences leave a gap: failing them bumps the epoch, which re-sequences
-        the parts still to go (beyond Java, which fails the whole batch)."""
+        """A per-record refusal of a batch of several records (INVALID_RECORD, INVALID_TIMESTAMP,
+        CORRUPT_MESSAGE; the broker wrote none of them), so that one bad record never fails its
+        batch-mates (beyond Java, which fails the whole batch):
+
+        - with Produce v8+ ``record_errors`` naming the bad records: split them out, fail each
+          with the broker's reason, and send the others again, in order, as the split for
+          MESSAGE_TOO_LARGE does. The failed records' sequences are given to the records after
+          them (``TransactionManager.handle_failed_batch``), so neither the idempotent producer
+          nor a transaction has to start over;
+        - without (an older broker, or a verdict on the whole batch): send every record again in
+          a batch of its own, so that the broker judges each alone;
+        - INVALID_TIMESTAMP naming several records: the broker answers it when any of them has a
+          bad timestamp, and the others may be invalid otherwise (a null key on a compacted
+          topic): those records are sent again alone, so that each fails with its own error."""
         refused = _refused(batch, result)
-        log.warning("the broker refused %d of the %d records of a batch for %s (INVALID_RECORD: "
-                    "%s); failing those and sending the others again", len(refused),
-                    batch.record_count, batch.topic_partition, result.error_message or "invalid")
+        if result.error_code == ErrorCode.INVALID_TIMESTAMP and len(refused) > 1:
+            log.warning("the broker refused %d of the %d records of a batch for %s (INVALID_TIMESTAMP, "
+                        "maybe not for all): sending those alone, the others again", len(refused),
+                        batch.record_count, batch.topic_partition)
+            if self._txn is not None:
+                self._txn.remove_in_flight(batch)
+            self._accumulator.split_and_reenqueue(batch, now_ms, alone=refused)
+            self._remove_and_deallocate(batch)
+            return
+        what = f"{result.error_class.name if result.error_class else result.error_code}: " \
+               f"{result.error_message or 'invalid'}"
+        if refused:
+            log.warning("the broker refused %d of the %d records of a batch for %s (%s); failing "
+                        "those and sending the others again", len(refused), batch.record_count,
+                        batch.topic_partition, what)
+        else:
+            log.warning("the broker refused a batch of %d records for %s without naming the records "
+                        "(%s); sending each record again alone", batch.record_count,
+                        batch.topic_partition, what)
         if self._txn is not None:
             self._txn.remove_in_flight(batch)
-        parts = self._accumulator.split_and_reenqueue(batch, now_ms, refused)
+        alone = refused or frozenset(range(batch.record_count))
+        parts = self._accumulator.split_and_reenqueue(batch, now_ms, refused, alone=alone)
         self._remove_and_deallocate(batch)
         reasons = {e.batch_index: e.message for e in result.record_errors}
         index = 0
         for part in parts:
             if index in refused:
-                single = PartitionResult(ErrorCode.INVALID_RECORD,
+                single = PartitionResult(result.error_code,
                                          error_message=reasons.get(index) or result.error_message,
                                          record_errors=())
                 self._fail_batch(part, batch_error(part, single), adjust_sequence_numbers=True)
@@ -516,6 +542,11 @@ class Sender:
         batches[:] = [b for b in batches if b is not batch]
         if not batches:
             del self._in_flight[tp]
+
+
+_REFUSED_ONE_BY_ONE = frozenset({ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TIMESTAMP,
+                                 ErrorCode.CORRUPT_MESSAGE})
+"""Errors by which the broker refuses records one by one (``record_errors`` may name them)."""
 
 
 def _refused(batch: ProducerBatch, result: PartitionResult) -> frozenset[int]:

@@ -417,6 +417,13 @@ class TransactionManager:
         if self.has_fatal_error:
             return
         tp = batch.topic_partition
+        if errors.is_record_error(exception) and batch.has_sequence and self._partitions.close_gap(batch):
+            # the broker refused the batch on its own and wrote none of it: the partition's later
+            # batches take its sequences, the transaction stays committable, no epoch bump (beyond
+            # Java, which aborts the transaction or bumps the epoch for any failed batch)
+            log.debug("batch %s refused on its own (%r): sequences after %d moved down by %d", batch,
+                      exception, batch.base_sequence, batch.record_count)
+            return
         if self.transactional_id is not None:
             if adjust_sequence_numbers or code in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                                                    ErrorCode.UNKNOWN_PRODUCER_ID):

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..record.layout import INVALID_OFFSET
-from ..record.sequence import NO_SEQUENCE, increment_sequence
+from ..bytecodec import INT32_MAX
+from ..record.sequence import NO_SEQUENCE, increment_sequence, sequence_after
 from ..structs import TopicPartition
 
 if TYPE_CHECKING:
@@ -106,6 +107,24 @@ class TxnPartitionMap:
         entry.last_acked_sequence = NO_LAST_ACKED_SEQUENCE
         entry.acked_link = None
 
+    def close_gap(self, batch: ProducerBatch) -> bool:
+        """``batch`` failed and the broker wrote none of it (it refused it on its own, e.g. one
+        invalid record): the batches after it in its partition take its sequences, moved down by
+        its record count, and so does the next new batch (Java's
+        ``adjustSequencesDueToFailedBatch``). ``False`` (nothing changed) when the partition's
+        sequences no longer belong to ``batch``'s producer id and epoch."""
+        entry = self._entries.get(batch.topic_partition)
+        if entry is None or (batch.producer_id, batch.producer_epoch) != (
+                entry.producer_id_and_epoch.producer_id, entry.producer_id_and_epoch.epoch):
+            return False
+        count, base = batch.record_count, batch.base_sequence
+        for other in entry.in_flight:
+            if other is not batch and sequence_after(other.base_sequence, base):
+                other.reset_producer_state(other.producer_id, other.producer_epoch,
+                                           _decrement(other.base_sequence, count))
+        entry.next_sequence = _decrement(entry.next_sequence, count)
+        return True
+
     # --- in-flight batches ----------------------------------------------------------------------
 
     def add_in_flight(self, batch: ProducerBatch) -> None:
@@ -131,3 +150,8 @@ class TxnPartitionMap:
         if entry is None or not entry.in_flight:
             return NO_SEQUENCE
         return entry.in_flight[0].base_sequence
+
+
+def _decrement(sequence: int, count: int) -> int:
+    """``sequence - count`` in the wrapping sequence space."""
+    return (sequence - count) % (INT32_MAX + 1)

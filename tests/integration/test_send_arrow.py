@@ -190,3 +190,30 @@ def test_a_record_too_large_in_a_later_chunk_stops_everything(kafka):
             producer.send_arrow(topic, pa.table({"value": values}))
         producer.flush()
     assert end_offsets(bootstrap, topic, 1) == {0: 0}
+
+
+def test_with_errors_tolerance_all_bad_rows_are_left_out_and_refused_records_kept(kafka):
+    """``errors_tolerance="all"``: the rows that cannot become records are named in ``rejected``
+    and the others sent in one piece; ``keep_refused``: a record the broker refuses alone (a null
+    key on a compacted topic) is kept with its error, and its batch-mates are written."""
+    bootstrap = kafka.bootstrap_servers
+    topic = unique("arrow-tolerant")
+    create_topic(bootstrap, topic, 2, configs={"cleanup.policy": "compact"})
+    data = pa.table({
+        "key": [b"a", b"b", None, b"d", b"e", b"f"],
+        "value": [b"1", b"2" * 20_000, b"3", b"4", b"5", b"6"],
+        "partition": pa.array([0, 1, 0, 7, 1, -1], pa.int32()),
+        "headers": pa.array([[("h", b"x")], None, [], [], [(None, b"y")], []], HEADERS)})
+    with KafkaProducer({"bootstrap.servers": bootstrap, "max.request.size": 10_000}) as producer:
+        result = producer.send_arrow(topic, data, errors_tolerance="all", keep_refused=True)
+        producer.flush()
+        assert result.wait(30)
+        assert [(r.row, type(r.error).__name__) for r in result.rejected] == [
+            (1, "MessageTooLargeError"), (3, "InvalidPartitionError"), (4, "RecordContentError"),
+            (5, "InvalidPartitionError")]
+        assert result.rows == 2 and result.acked == 1 and result.refused == 1 and result.failed == 0
+        refused, = result.take_refused()
+        assert (refused.key, refused.value, refused.topic_partition.partition) == (None, b"3", 0)
+        assert "Compacted topic cannot accept message without key" in str(refused.error)
+    records = consume_all(bootstrap, topic, 2, expected_count=1)
+    assert [(r.key, r.value, r.headers) for p in records.values() for r in p] == [(b"a", b"1", [("h", b"x")])]

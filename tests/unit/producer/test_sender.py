@@ -11,7 +11,7 @@ import pytest
 
 from spark_kafka_sink.errors import (
     ClusterAuthorizationFailedError, KafkaTimeoutError, NotLeaderOrFollowerError,
-    InvalidRecordError, OutOfOrderSequenceNumberError, ProducerClosedError,
+    InvalidRecordError, InvalidTimestampError, OutOfOrderSequenceNumberError, ProducerClosedError,
     TopicAuthorizationFailedError,
 )
 from spark_kafka_sink.producer.sender import SenderSettings
@@ -221,20 +221,36 @@ def test_records_the_broker_refuses_one_by_one_fail_alone_and_the_others_are_del
         futures[3].result()
     assert [futures[i].result().offset for i in (0, 2, 4)] == [0, 1, 2]
     assert [record[3] for record in h.log[T0]] == [b"v0", b"v2", b"v4"]
-    if idempotent:                                             # the gap cost an epoch bump
-        assert {(pid, epoch) for pid, epoch, _, _ in h.log[T0]} == {(PRODUCER_ID, 1)}
+    if idempotent:                          # the refused records' sequences went to the others
+        assert {(pid, epoch) for pid, epoch, _, _ in h.log[T0]} == {(PRODUCER_ID, 0)}
         assert sorted(seq for _, _, seq, _ in h.log[T0]) == [0, 1, 2]
     assert h.pool.available_memory == MEMORY
 
 
-def test_a_batch_whose_records_are_all_refused_fails_whole():
+def test_a_batch_whose_records_are_all_refused_fails_record_by_record():
     h = Harness()
     h.bootstrap()
-    h.script(T0, {"error_code": 87, "record_errors": [{"batch_index": 0}, {"batch_index": 1}]})
+    h.script(T0, {"error_code": 87, "record_errors": [{"batch_index": 0, "batch_index_error_message":
+                                                       "first"}, {"batch_index": 1}]})
     futures = [h.append(T0), h.append(T0)]
     h.run_until(lambda: all(f.done() for f in futures))
     assert all(isinstance(f.exception(), InvalidRecordError) for f in futures)
+    assert "first" in str(futures[0].exception()) and "first" not in str(futures[1].exception())
     assert produced(h) == 1
+
+
+@pytest.mark.parametrize("code, error", [(87, InvalidRecordError), (32, InvalidTimestampError)])
+def test_a_verdict_on_a_whole_batch_is_asked_again_record_by_record(code, error):
+    """INVALID_RECORD or INVALID_TIMESTAMP without record_errors: each record is sent again alone,
+    so only the bad one fails."""
+    h = Harness(idempotent=True)
+    h.bootstrap()
+    h.script(T0, {"error_code": code}, None, {"error_code": code}, None)   # all three, then each
+    futures = [h.append(T0, value=f"v{i}".encode()) for i in range(3)]
+    h.run_until(lambda: all(f.done() for f in futures), advance_ms=10)
+    assert isinstance(futures[1].exception(), error)
+    assert [futures[i].result().offset for i in (0, 2)] == [0, 1]
+    assert produced(h) == 4
 
 
 # --- expiry -----------------------------------------------------------------------------------------

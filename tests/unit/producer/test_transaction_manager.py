@@ -9,6 +9,7 @@ from spark_kafka_sink.errors import (
     ClusterAuthorizationFailedError,
     KafkaTimeoutError,
     MessageTooLargeError,
+    NotEnoughReplicasError,
     OutOfOrderSequenceNumberError,
     UnknownProducerIdError,
 )
@@ -502,8 +503,16 @@ def test_failed_batches_request_what_unblocks_their_partition():
 
     state = ready_state()
     sent, = drained(state, 1)
-    state.handle_failed_batch(sent, MessageTooLargeError(), adjust_sequence_numbers=True)
+    state.handle_failed_batch(sent, NotEnoughReplicasError(), adjust_sequence_numbers=True)
     assert state.epoch_bump_required  # a gap may be left: bump rather than fail later batches
+
+    state = ready_state()
+    prime(state)                                 # sequence 0 acknowledged
+    refused, later = drained(state, 1, 2)        # the broker refused one record on its own
+    state.handle_failed_batch(refused, MessageTooLargeError(), adjust_sequence_numbers=True)
+    assert not state.epoch_bump_required                     # it wrote none: no gap is left
+    assert later.base_sequence == 1 and later.sequence_has_been_reset
+    assert state.next_sequence(TP) == 3
 
 
 # --- unresolved sequences (batches expired after being sent) --------------------------------------
