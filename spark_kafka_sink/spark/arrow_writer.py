@@ -48,7 +48,9 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from ..errors import InvalidPartitionError
 from ..producer.resumable import ResumableTransaction
+from .dead_letters import CONVERT, BadRecord
 from .metrics import SinkTaskMetrics
 from .options import TOPIC, SinkConfig, topic_name_problem
 from .partition_writer import (TaskRun, _Outcome, _TaskInfo, check_writer_arguments, run_task,
@@ -133,7 +135,7 @@ class ArrowWriter:
                  pool: Callable[[], ProducerPool] = get_pool,
                  task: Callable[[], _TaskInfo] = task_info,
                  rechunk_rows: int = DEFAULT_RECHUNK_ROWS,
-                 rechunk_bytes: int = DEFAULT_RECHUNK_BYTES):
+                 rechunk_bytes: int = DEFAULT_RECHUNK_BYTES, batch_id: int | None = None):
         check_writer_arguments(sink_config, write_schema)
         if write_schema.topic is None and sink_config.topic is None:
             raise ValueError("no 'topic' column and no 'topic' option: validate_schema should have "
@@ -145,6 +147,7 @@ class ArrowWriter:
         self.write_schema = write_schema
         self.rechunk_rows = rechunk_rows
         self.rechunk_bytes = rechunk_bytes
+        self.batch_id = batch_id
         self._pool = pool
         self._task = task
 
@@ -152,7 +155,8 @@ class ArrowWriter:
         """Write every batch (the task's whole partition) and check; the task's run. Raises the
         task's first error."""
         return run_task(self.sink_config, self._pool, self._task,
-                        lambda producer, outcome: self._send_all(producer, batches, outcome), _Outcome())
+                        lambda producer, outcome: self._send_all(producer, batches, outcome), _Outcome(),
+                        self.batch_id)
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
         run = self.run(batches)
@@ -165,6 +169,7 @@ class ArrowWriter:
         """Send batch after batch until the first failure; ``position`` counts the rows of the
         task's partition, so errors name a row as rows mode does."""
         sender = _BatchSender(producer, self.write_schema, self.sink_config.topic, outcome)
+        letters = outcome.dead_letters
         position = 0
         for batch in rechunk(batches, self.rechunk_rows, self.rechunk_bytes):
             if outcome.first_failure is not None or outcome.send_error is not None:
@@ -172,6 +177,10 @@ class ArrowWriter:
             if not sender.send(batch, position):
                 return
             position += batch.num_rows
+            if letters is not None:
+                letters.handle_refused(producer, outcome.tallies)
+        if letters is not None:
+            letters.settle(producer, outcome.tallies)
 
     def __repr__(self) -> str:
         return f"ArrowWriter({self.sink_config!r}, {self.write_schema!r})"
@@ -180,12 +189,17 @@ class ArrowWriter:
 class _BatchSender:
     """One task's ``send_arrow`` calls: the column arguments, the topics already checked."""
 
-    __slots__ = ("_send_arrow", "_columns", "_topic", "_outcome", "_checked")
+    __slots__ = ("_producer", "_send_arrow", "_columns", "_topic", "_outcome", "_checked",
+                 "_letters")
 
     def __init__(self, producer: Any, schema: WriteSchema, default_topic: str | None, outcome: _Outcome):
+        self._producer = producer
         self._send_arrow = producer.send_arrow
         self._columns = {name: (name if getattr(schema, name) is not None else None)
                          for name in ("key", "headers", "timestamp", "partition")}
+        self._letters = outcome.dead_letters
+        if self._letters is not None:  # errors.tolerance=all
+            self._columns.update(errors_tolerance="all", keep_refused=True)
         self._topic = default_topic
         self._outcome = outcome
         self._checked: set[str] = set()
@@ -193,9 +207,11 @@ class _BatchSender:
     def send(self, batch: Any, position: int) -> bool:
         """Send ``batch`` (its first row is row ``position`` of the partition); ``False`` once a
         ``send_arrow`` raised. A null or invalid topic raises :class:`RowError` after the rows
-        before it were sent."""
+        before it were sent (with ``errors.tolerance=all``: the row goes to the dead letters)."""
         if self._topic is not None:
             return self._send(self._topic, batch, None, position)
+        if self._letters is not None:
+            return self._send_tolerant(batch, position)
         bad_row, problem = self._first_bad_topic(batch.column(TOPIC))
         good = batch if bad_row is None else batch.slice(0, bad_row)
         for topic, rows, indices in _by_topic(good):
@@ -205,7 +221,51 @@ class _BatchSender:
             raise RowError(f"row {position + bad_row} of this partition {problem}")
         return True
 
-    def _send(self, topic: str, batch: Any, indices: np.ndarray | None, position: int) -> bool:
+    def _send_tolerant(self, batch: Any, position: int) -> bool:
+        """:meth:`send` with ``errors.tolerance=all`` and a topic column: rows with a null or
+        invalid topic go to the dead letters (one mask over the batch), the others are sent."""
+        import pyarrow as pa
+
+        bad = self._bad_topics(batch.column(TOPIC))
+        if bad is None:
+            good, rows = batch, None
+        else:
+            for row in np.flatnonzero(bad).tolist():
+                topic = batch.column(TOPIC)[row].as_py()
+                problem = ("a null 'topic' and no 'topic' option is set" if topic is None
+                           else f"an invalid 'topic': {topic_name_problem(topic)}")
+                error = RowError(f"row {position + row} of this partition has {problem}")
+                self._letters.handle(self._producer, arrow_bad_record(batch, row, error, position))
+            rows = np.flatnonzero(~bad)
+            good = batch.filter(pa.array(~bad))
+        for topic, part, indices in _by_topic(good):
+            if rows is not None:
+                indices = rows if indices is None else rows[indices]
+            if not self._send(topic, part, indices, position, batch):
+                return False
+        return True
+
+    def _bad_topics(self, column: Any) -> np.ndarray | None:
+        """A mask of the rows whose topic is null or invalid, or ``None`` when there is none."""
+        import pyarrow.compute as pc
+
+        bad = None
+        if column.null_count:
+            bad = column.is_null().to_numpy(zero_copy_only=False).copy()
+        for topic in pc.unique(column).to_pylist():
+            if topic is None or topic in self._checked:
+                continue
+            if topic_name_problem(topic) is None:
+                self._checked.add(topic)
+                continue
+            rows = pc.equal(column, topic).fill_null(False).to_numpy(zero_copy_only=False)
+            bad = rows if bad is None else bad | rows
+        return bad
+
+    def _send(self, topic: str, batch: Any, indices: np.ndarray | None, position: int,
+              whole: Any = None) -> bool:
+        """``send_arrow`` of ``batch``, whose rows are rows ``indices`` of ``whole`` (``None``:
+        ``batch`` is the task's batch itself)."""
         if batch.num_rows == 0:
             return True
         try:
@@ -217,6 +277,11 @@ class _BatchSender:
             self._outcome.record_send_error(error, topic, getattr(error, "partition", None), row)
             return False
         self._outcome.tallies.append(result)
+        for rejected in result.rejected:  # errors.tolerance=all: rows that are no records
+            row = rejected.row if indices is None else int(indices[rejected.row])
+            source = batch if indices is None else (whole if whole is not None else batch)
+            self._letters.handle(self._producer, arrow_bad_record(source, row, rejected.error,
+                                                                  position, topic))
         return True
 
     def _first_bad_topic(self, column: Any) -> tuple[int | None, str]:
@@ -240,6 +305,24 @@ class _BatchSender:
             if first is None or row < first:
                 first, problem = row, f"has an invalid 'topic': {reason}"
         return first, problem
+
+
+def arrow_bad_record(batch: Any, row: int, error: BaseException, position: int,
+                     topic: str | None = None) -> BadRecord:
+    """Row ``row`` of ``batch`` (the sink columns; row ``position + row`` of the partition) as a
+    bad record of the ``convert`` stage: its key, value, headers with a key, partition."""
+    values = batch.slice(row, 1).to_pylist()[0]
+
+    def raw(value: Any) -> bytes | None:
+        return value.encode("utf-8") if isinstance(value, str) else value
+
+    headers = [(h["key"], raw(h["value"])) for h in values.get("headers") or ()
+               if h is not None and h["key"] is not None]
+    partition = getattr(error, "partition", None) if isinstance(error, InvalidPartitionError) \
+        else values.get("partition")
+    return BadRecord(CONVERT, values.get("topic", topic) if topic is None else topic, partition,
+                     raw(values.get("key")), raw(values.get("value")), headers, error,
+                     position + row)
 
 
 def _by_topic(batch: Any) -> Iterator[tuple[str, Any, np.ndarray | None]]:

@@ -24,7 +24,10 @@ Where the figures come from:
   retry, which always gets a fresh one): successful tasks only.
 
 - ``record-send-total`` / ``record-error-total`` and the per-topic counts: the task's own
-  acknowledged / failed records (exact; a retried batch is counted once).
+  acknowledged / failed records (exact; a retried batch is counted once). With
+  ``errors.tolerance=all``, ``record-error-total`` counts the bad records, split by error class in
+  ``error.<class>.record-error-total``; ``dlq-record-send-total`` counts those the dead-letter
+  topic acknowledged and ``record-skip-total`` those skipped (no dead-letter topic).
 - ``record-retry-total``, ``byte-total``, ``request-total``: deltas of the producer's totals
   (exact while one task at a time uses the producer, which is the case: a Python worker runs one
   task at a time).
@@ -65,12 +68,21 @@ class SinkTaskMetrics:
     producers_created: int = 0
     """Tasks that created their producer rather than reusing a cached one: the first task of a
     config in a Python worker, and every retry (the pool replaces the producer on a retry)."""
+    records_dead_lettered: int = 0
+    """``errors.tolerance=all``: bad records the dead-letter topic acknowledged."""
+    records_skipped: int = 0
+    """``errors.tolerance=all`` without a dead-letter topic: bad records skipped."""
+    errors_by_class: Mapping[str, int] = field(default_factory=dict)
+    """Bad records by error class (``records_failed`` counts them all)."""
 
     def merge(self, other: SinkTaskMetrics) -> SinkTaskMetrics:
         """Both combined: every figure adds, per topic too."""
         topics = dict(self.topics)
         for topic, count in other.topics.items():
             topics[topic] = topics.get(topic, 0) + count
+        by_class = dict(self.errors_by_class)
+        for name, count in other.errors_by_class.items():
+            by_class[name] = by_class.get(name, 0) + count
         return SinkTaskMetrics(
             self.records_sent + other.records_sent,
             self.records_failed + other.records_failed,
@@ -84,6 +96,9 @@ class SinkTaskMetrics:
             self.tasks + other.tasks,
             self.retried_tasks + other.retried_tasks,
             self.producers_created + other.producers_created,
+            self.records_dead_lettered + other.records_dead_lettered,
+            self.records_skipped + other.records_skipped,
+            by_class,
         )
 
     def to_json(self) -> str:
@@ -119,9 +134,13 @@ class SinkTaskMetrics:
             "task-total": self.tasks,
             "task-retried-total": self.retried_tasks,
             "producer-create-total": self.producers_created,
+            "dlq-record-send-total": self.records_dead_lettered,
+            "record-skip-total": self.records_skipped,
         }
         for topic in sorted(self.topics):
             flat[f"topic.{topic}.record-send-total"] = self.topics[topic]
+        for name in sorted(self.errors_by_class):
+            flat[f"error.{name}.record-error-total"] = self.errors_by_class[name]
         return flat
 
 
@@ -137,10 +156,14 @@ class SinkMetricsParam(AccumulatorParam):
 
 def task_metrics(before: Any, after: Any, *, records_sent: int, records_failed: int,
                  topics: Mapping[str, int], attempt: int = 0,
-                 producer_created: bool = False) -> SinkTaskMetrics:
+                 producer_created: bool = False,
+                 bad_records: Mapping[str, Any] | None = None) -> SinkTaskMetrics:
     """One task's figures: its own counts, plus the producer deltas from snapshot ``before`` to
     ``after`` (:class:`~spark_kafka_sink.producer.metrics_snapshot.MetricsSnapshot`). ``attempt`` is the
-    task's Spark attempt number; ``producer_created`` whether its lease created the producer."""
+    task's Spark attempt number; ``producer_created`` whether its lease created the producer;
+    ``bad_records``: with ``errors.tolerance=all``, ``DeadLetters.figures()`` (the bad records
+    count as ``record-error-total``)."""
+    bad = bad_records or {}
 
     def total(name: str) -> float:
         return max(0.0, after.values.get(name, 0.0) - before.values.get(name, 0.0))
@@ -156,7 +179,7 @@ def task_metrics(before: Any, after: Any, *, records_sent: int, records_failed: 
     latency_sum, latency_count = avg_parts("request-latency-avg")
     return SinkTaskMetrics(
         records_sent=records_sent,
-        records_failed=records_failed,
+        records_failed=records_failed + bad.get("bad", 0),
         records_retried=int(total("record-retry-total")),
         bytes_sent=int(total("byte-total")),
         batches=int(batches),
@@ -167,6 +190,9 @@ def task_metrics(before: Any, after: Any, *, records_sent: int, records_failed: 
         tasks=1,
         retried_tasks=int(attempt > 0),
         producers_created=int(producer_created),
+        records_dead_lettered=bad.get("dead_lettered", 0),
+        records_skipped=bad.get("skipped", 0),
+        errors_by_class=dict(bad.get("errors_by_class", {})),
     )
 
 

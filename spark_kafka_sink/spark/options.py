@@ -27,6 +27,26 @@ The options mirror Spark's built-in Kafka sink (``KafkaSourceProvider``):
 ``commit.topic``            Exactly-once: the compacted topic where the driver records each
                             micro-batch's transactions before committing them. Default
                             ``spark-kafka-sink-commits.<prefix>``; the sink creates it.
+``errors.tolerance``        Sink-only, Kafka Connect's name. ``none`` (the default): the first
+                            record that cannot be written fails its task. ``all``: such records
+                            (see ``spark/dead_letters.py``) go to the dead-letter topic, or are
+                            skipped and counted without one; the others are written.
+``errors.deadletterqueue.topic.name``
+                            With ``errors.tolerance=all``: the topic bad records are written to.
+``errors.deadletterqueue.context.headers.enable``
+                            ``true`` (the default): dead-letter records carry headers saying what
+                            went wrong, where (``__spark_kafka_sink.errors.*``).
+``errors.deadletterqueue.topic.replication.factor``
+                            When set, the driver creates the dead-letter topic if it is missing
+                            (one partition, this replication factor); unset, a missing one is an
+                            error.
+``errors.log.enable``       ``true``: a WARN line per bad record (rate-limited; never its bytes).
+                            Default ``false``.
+``preflight``               ``true`` (the default): before any task runs, the driver checks that
+                            the cluster answers and authenticates, that the ``topic`` option's
+                            topic and the dead-letter topic exist, and that ``max.request.size``
+                            fits their ``max.message.bytes``. ``false`` for clusters that forbid
+                            describing topics.
 ==========================  ===================================================================
 
 Rules, following Spark where it has one:
@@ -83,7 +103,54 @@ EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS = 10 * 60 * 1000
 ``kafka.transaction.timeout.ms`` is given: a micro-batch's transactions stay open from the task's
 first record until the driver commits them, which must fit (brokers refuse more than their
 ``transaction.max.timeout.ms``, 15 minutes by default)."""
-SINK_OPTIONS = (TOPIC, PRODUCER_CACHE_TIMEOUT, MODE, DELIVERY_GUARANTEE, TXN_PREFIX, COMMIT_TOPIC)
+ERRORS_TOLERANCE = "errors.tolerance"
+TOLERANCE_NONE, TOLERANCE_ALL = "none", "all"
+DLQ_TOPIC = "errors.deadletterqueue.topic.name"
+DLQ_CONTEXT_HEADERS = "errors.deadletterqueue.context.headers.enable"
+DLQ_REPLICATION_FACTOR = "errors.deadletterqueue.topic.replication.factor"
+ERRORS_LOG = "errors.log.enable"
+PREFLIGHT = "preflight"
+SINK_OPTIONS = (TOPIC, PRODUCER_CACHE_TIMEOUT, MODE, DELIVERY_GUARANTEE, TXN_PREFIX, COMMIT_TOPIC,
+                ERRORS_TOLERANCE, DLQ_TOPIC, DLQ_CONTEXT_HEADERS, DLQ_REPLICATION_FACTOR, ERRORS_LOG,
+                PREFLIGHT)
+
+
+@dataclass(frozen=True)
+class ErrorPolicy:
+    """What a task does with a record that cannot be written (Kafka Connect's options):
+    ``tolerance`` ``"none"`` fails the task, ``"all"`` sends it to ``dlq_topic`` (with context
+    headers when ``context_headers``) or skips it without one; ``log`` writes a WARN line per
+    bad record. ``dlq_replication_factor``: create the dead-letter topic when missing."""
+
+    tolerance: str = TOLERANCE_NONE
+    dlq_topic: str | None = None
+    context_headers: bool = True
+    dlq_replication_factor: int | None = None
+    log: bool = False
+
+    def __post_init__(self) -> None:
+        if self.tolerance not in (TOLERANCE_NONE, TOLERANCE_ALL):
+            raise ConfigError(f"option {ERRORS_TOLERANCE!r} must be 'none' or 'all' (default "
+                              f"'none'), got {self.tolerance!r}")
+        if self.dlq_topic is not None:
+            if problem := topic_name_problem(self.dlq_topic):
+                raise ConfigError(f"option {DLQ_TOPIC!r}: {problem}")
+            if self.tolerance != TOLERANCE_ALL:
+                raise ConfigError(f"option {DLQ_TOPIC!r} is set but {ERRORS_TOLERANCE!r} is "
+                                  f"'none', which fails the task at the first bad record: set "
+                                  f"{ERRORS_TOLERANCE}=all to send bad records there")
+        factor = self.dlq_replication_factor
+        if factor is not None:
+            if isinstance(factor, bool) or not isinstance(factor, int) or not 1 <= factor <= 32767:
+                raise ConfigError(f"option {DLQ_REPLICATION_FACTOR!r} must be an integer from 1 "
+                                  f"to 32767, got {factor!r}")
+            if self.dlq_topic is None:
+                raise ConfigError(f"option {DLQ_REPLICATION_FACTOR!r} is set but "
+                                  f"{DLQ_TOPIC!r} is not")
+
+    @property
+    def tolerant(self) -> bool:
+        return self.tolerance == TOLERANCE_ALL
 IGNORED_OPTIONS = frozenset({"checkpointlocation"})  # added by Spark's streaming writer
 
 # Spark's Kafka source options (KafkaSourceProvider), lowercased: meaningless for a sink.
@@ -138,6 +205,8 @@ class SinkConfig:
     delivery_guarantee: str = AT_LEAST_ONCE
     transactional_id_prefix: str | None = None
     commit_topic: str | None = None
+    error_policy: ErrorPolicy = ErrorPolicy()
+    preflight: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.producer_config, ProducerConfig):
@@ -153,6 +222,11 @@ class SinkConfig:
             raise ConfigError(_bad_mode(self.mode))
         if self.delivery_guarantee not in GUARANTEES:
             raise ConfigError(_bad_guarantee(self.delivery_guarantee))
+        if not isinstance(self.error_policy, ErrorPolicy):
+            raise TypeError(f"error_policy must be an ErrorPolicy, got "
+                            f"{type(self.error_policy).__name__}")
+        if not isinstance(self.preflight, bool):
+            raise ConfigError(f"option {PREFLIGHT!r} must be true or false, got {self.preflight!r}")
         if not self.exactly_once:
             for name, value in ((TXN_PREFIX, self.transactional_id_prefix), (COMMIT_TOPIC, self.commit_topic)):
                 if value is not None:
@@ -229,7 +303,8 @@ class SinkConfig:
                                   f"{commit_topic!r}, is not a valid topic name ({problem}); set "
                                   f"option {COMMIT_TOPIC!r}")
         return cls(producer_config, _topic(sink.get(TOPIC)), _timeout(sink.get(PRODUCER_CACHE_TIMEOUT)),
-                   _mode(sink.get(MODE)), guarantee, prefix, commit_topic)
+                   _mode(sink.get(MODE)), guarantee, prefix, commit_topic, _error_policy(sink),
+                   _flag(sink, PREFLIGHT, True))
 
     def redacted(self) -> dict[str, Any]:
         """The options that differ from the defaults, by option name, secrets as ``"[hidden]"``:
@@ -248,6 +323,14 @@ class SinkConfig:
             out[DELIVERY_GUARANTEE] = self.delivery_guarantee
             out[TXN_PREFIX] = self.transactional_id_prefix
             out[COMMIT_TOPIC] = self.commit_topic
+        policy, default = self.error_policy, ErrorPolicy()
+        for name, attr in ((ERRORS_TOLERANCE, "tolerance"), (DLQ_TOPIC, "dlq_topic"),
+                           (DLQ_CONTEXT_HEADERS, "context_headers"),
+                           (DLQ_REPLICATION_FACTOR, "dlq_replication_factor"), (ERRORS_LOG, "log")):
+            if getattr(policy, attr) != getattr(default, attr):
+                out[name] = getattr(policy, attr)
+        if not self.preflight:
+            out[PREFLIGHT] = False
         return out
 
     def __repr__(self) -> str:
@@ -332,6 +415,32 @@ def prefix_problem(prefix: str) -> str | None:
     if any(c.isspace() or not c.isprintable() for c in prefix):
         return f"must not contain blanks or control characters, got {prefix!r}"
     return None
+
+
+def _error_policy(sink: Mapping[str, Any]) -> ErrorPolicy:
+    tolerance = sink.get(ERRORS_TOLERANCE, TOLERANCE_NONE)
+    if not isinstance(tolerance, str):
+        raise ConfigError(f"option {ERRORS_TOLERANCE!r} must be 'none' or 'all', got {tolerance!r}")
+    dlq = sink.get(DLQ_TOPIC)
+    factor = sink.get(DLQ_REPLICATION_FACTOR)
+    if isinstance(factor, str):
+        try:
+            factor = int(factor.strip())
+        except ValueError:
+            raise ConfigError(f"option {DLQ_REPLICATION_FACTOR!r} must be an integer, got "
+                              f"{factor!r}") from None
+    return ErrorPolicy(tolerance.strip().lower(), None if dlq is None else _topic(dlq, DLQ_TOPIC),
+                       _flag(sink, DLQ_CONTEXT_HEADERS, True), factor, _flag(sink, ERRORS_LOG, False))
+
+
+def _flag(sink: Mapping[str, Any], name: str, default: bool) -> bool:
+    """A boolean option: a bool, or ``"true"``/``"false"`` in any case (Spark passes strings)."""
+    value = sink.get(name, default)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(f"option {name!r} must be true or false, got {value!r}")
 
 
 def _guarantee(value: Any) -> str:

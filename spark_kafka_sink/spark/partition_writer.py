@@ -39,14 +39,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from ..errors import KafkaError
+from ..errors import KafkaError, is_record_error
 from ..producer.producer import KafkaProducer
 from ..producer.resumable import ResumableTransaction
 from ..producer.tally import DeliveryFailure, DeliveryTally
+from .dead_letters import CONVERT, BadRecord, DeadLetters, TaskContext
 from .metrics import SinkTaskMetrics, task_metrics
 from .options import SinkConfig
 from .producer_pool import ProducerPool, get_pool
-from .rows import RowConverter
+from .rows import RowConverter, RowError
 from .schema import WriteSchema
 
 log = logging.getLogger(__name__)
@@ -98,10 +99,13 @@ class _Outcome:
     in arrow mode; each counts acknowledged and failed records once per batch, on the sender
     thread) plus a send that raised. Shared by both modes, so their errors read the same."""
 
-    __slots__ = ("tallies", "send_error", "send_topic", "send_partition", "send_position")
+    __slots__ = ("tallies", "send_error", "send_topic", "send_partition", "send_position",
+                 "dead_letters")
 
     def __init__(self, *tallies: DeliveryTally) -> None:
         self.tallies: list[DeliveryTally] = list(tallies)
+        self.dead_letters: DeadLetters | None = None
+        """With ``errors.tolerance=all``: the task's bad records (set by :func:`run_task`)."""
         self.send_error: BaseException | None = None
         self.send_topic: str | None = None
         self.send_partition: int | None = None
@@ -153,6 +157,8 @@ class _Outcome:
     def check(self) -> None:
         failure = self.first_failure
         if failure is None and self.send_error is None:
+            if self.dead_letters is not None:
+                self.dead_letters.check()
             return
         position = None
         if failure is not None:  # a batch failed before send raised: it is the first error
@@ -190,20 +196,32 @@ class TaskRun:
 
     def metrics(self) -> SinkTaskMetrics:
         outcome = self.outcome
+        letters = outcome.dead_letters
         return task_metrics(self.before, self.after, records_sent=outcome.acked,
                             records_failed=outcome.failed, topics=outcome.topics,
-                            attempt=self.task.attempt, producer_created=self.producer_created)
+                            attempt=self.task.attempt, producer_created=self.producer_created,
+                            bad_records=None if letters is None else letters.figures())
 
 
 def run_task(config: SinkConfig, pool: Callable[[], ProducerPool], task: Callable[[], _TaskInfo],
-             send: Callable[[Any, _Outcome], None], outcome: _Outcome) -> TaskRun:
+             send: Callable[[Any, _Outcome], None], outcome: _Outcome,
+             batch_id: int | None = None) -> TaskRun:
     """The skeleton of a task in either mode: lease this worker's producer for ``config`` (a
     retry, attempt > 0, gets a fresh one), ``send(producer, outcome)``, flush (even when ``send``
     raised: the worker may be SIGKILLed once idle, so nothing flushes later), wait for every
     outcome, release the lease in ``finally``, then raise the first failed record's error, if any.
+    With ``errors.tolerance=all`` the outcome gets the task's :class:`.dead_letters.DeadLetters`
+    (``batch_id``: the micro-batch, for their context headers), which ``send`` hands the bad
+    records to and settles.
     """
     started = time.monotonic()
     info = task()
+    policy = config.error_policy
+    if policy.tolerant:
+        producer_config = config.producer_config
+        outcome.dead_letters = DeadLetters(
+            policy, TaskContext(batch_id, info.partition_id, info.attempt),
+            min(producer_config.max_request_size, producer_config.buffer_memory))
     if config.exactly_once:
         return _run_transactional_task(config, info, send, outcome, started)
     lease = pool().acquire(config.producer_config, attempt=info.attempt,
@@ -276,7 +294,7 @@ class PartitionWriter:
     def __init__(self, sink_config: SinkConfig, write_schema: WriteSchema, *,
                  pool: Callable[[], ProducerPool] = get_pool,
                  task: Callable[[], _TaskInfo] = task_info,
-                 accumulator: Any = None):
+                 accumulator: Any = None, batch_id: int | None = None):
         check_writer_arguments(sink_config, write_schema)
         RowConverter(write_schema, sink_config.topic)  # fail here, on the driver, not in tasks
         self.sink_config = sink_config
@@ -284,11 +302,14 @@ class PartitionWriter:
         self._pool = pool
         self._task = task
         self.accumulator = accumulator
+        self.batch_id = batch_id
 
     def __call__(self, rows: Iterable[Any]) -> TaskStats:
+        tolerant = self.sink_config.error_policy.tolerant
+        send = self._send_tolerant if tolerant else self._send_all
         run = run_task(self.sink_config, self._pool, self._task,
-                       lambda producer, outcome: self._send_all(producer, rows, outcome),
-                       _Outcome(DeliveryTally()))
+                       lambda producer, outcome: send(producer, rows, outcome),
+                       _Outcome(DeliveryTally(keep_refused=tolerant)), self.batch_id)
         stats = run.stats()
         log.debug("partition %d (attempt %d) written: %s", stats.partition_id, stats.attempt, stats)
         if self.accumulator is not None:  # last: only a task that succeeded counts
@@ -311,6 +332,38 @@ class PartitionWriter:
             except Exception as error:  # noqa: BLE001 - reported with its record by check()
                 outcome.record_send_error(error, record.topic, record.partition, position)
                 return
+
+    def _send_tolerant(self, producer: Any, rows: Iterable[Any], outcome: _Outcome) -> None:
+        """:meth:`_send_all` with ``errors.tolerance=all``: a row that cannot become a record, or
+        that ``send`` refuses for itself alone, goes to the dead letters, as do the records the
+        broker refuses one by one; any other error stops the task as there."""
+        converter = RowConverter(self.write_schema, self.sink_config.topic)
+        convert = converter.convert
+        send = producer.send
+        tally = outcome.tally
+        letters = outcome.dead_letters
+        for position, row in enumerate(rows):
+            if tally.first_failure is not None:
+                return
+            try:
+                record = convert(row, position)
+            except RowError as error:
+                letters.handle(producer, converter.salvage(row, error, position))
+                continue
+            try:
+                send(record.topic, record.value, record.key, record.partition, record.timestamp_ms,
+                     record.headers, tally)
+            except Exception as error:  # noqa: BLE001 - a record's own error, or reported by check()
+                if not is_record_error(error):
+                    outcome.record_send_error(error, record.topic, record.partition, position)
+                    return
+                letters.handle(producer, BadRecord(CONVERT, record.topic, record.partition,
+                                                   record.key, record.value, record.headers or (),
+                                                   error, position))
+                continue
+            if tally.refused:
+                letters.handle_refused(producer, (tally,))
+        letters.settle(producer, (tally,))
 
     def __repr__(self) -> str:
         return f"PartitionWriter({self.sink_config!r}, {self.write_schema!r})"

@@ -31,12 +31,13 @@ from __future__ import annotations
 import datetime
 from typing import Any, NamedTuple, Sequence
 
-from ..errors import KafkaError
+from ..errors import RecordContentError
+from .dead_letters import CONVERT, BadRecord
 from .options import TOPIC, topic_name_problem
 from .schema import WriteSchema
 
 
-class RowError(KafkaError, ValueError):
+class RowError(RecordContentError):
     """A row the sink cannot write (a null topic without the option, a header with a null key).
     Raised in the task; the message names the row's position in its partition."""
 
@@ -119,6 +120,20 @@ class RowConverter:
         index = self._headers
         headers = None if index is None else to_headers(row[index], position)
         return Record(topic, to_bytes(row[self._value]), key, partition, timestamp_ms, headers)
+
+    def salvage(self, row: Sequence[Any], error: BaseException, position: int) -> BadRecord:
+        """What can be read of a row :meth:`convert` refused, for the error policy: its topic
+        (as given: perhaps null or invalid), key, value, partition and the headers that have a
+        key."""
+        topic = self._default_topic if self._topic is None else row[self._topic]
+        key = None if self._key is None else to_bytes(row[self._key])
+        partition = None if self._partition is None else row[self._partition]
+        headers: list[tuple[str, bytes | None]] = []
+        if self._headers is not None and row[self._headers] is not None:
+            headers = [(h[0], to_bytes(h[1])) for h in row[self._headers]
+                       if h is not None and h[0] is not None]
+        return BadRecord(CONVERT, topic, partition, key, to_bytes(row[self._value]), headers, error,
+                         position)
 
     def _row_topic(self, topic: Any, position: int) -> str:
         if topic in self._topics_checked:

@@ -108,9 +108,9 @@ class KafkaSink:
             self._publish_figures(batch_id, figures, time.monotonic() - started)
             return
         if self._config.mode == ARROW:
-            metrics = self._write_arrow(df, write_schema)
+            metrics = self._write_arrow(df, write_schema, batch_id)
         else:
-            metrics = self._write_rows(df, write_schema)
+            metrics = self._write_rows(df, write_schema, batch_id)
         seconds = time.monotonic() - started
         if metrics is None:
             what = "write" if batch_id is None else f"micro-batch {batch_id}"
@@ -119,15 +119,17 @@ class KafkaSink:
             return
         self._publish(batch_id, metrics, seconds)
 
-    def _write_arrow(self, df: Any, write_schema: WriteSchema) -> SinkTaskMetrics:
+    def _write_arrow(self, df: Any, write_schema: WriteSchema, batch_id: int | None) -> SinkTaskMetrics:
         """``mapInArrow`` over the sink columns; the tasks' stats rows, merged."""
-        writer = ArrowWriter(self._config, write_schema)
+        writer = ArrowWriter(self._config, write_schema, batch_id=batch_id)
         return merge_stats(sink_frame(df, write_schema).mapInArrow(writer, STATS_SCHEMA).collect())
 
-    def _write_rows(self, df: Any, write_schema: WriteSchema) -> SinkTaskMetrics | None:
+    def _write_rows(self, df: Any, write_schema: WriteSchema,
+                    batch_id: int | None) -> SinkTaskMetrics | None:
         """``foreachPartition``; the accumulated metrics, or ``None`` without a SparkContext."""
         accumulator = self._fresh_accumulator(df)
-        df.foreachPartition(PartitionWriter(self._config, write_schema, accumulator=accumulator))
+        df.foreachPartition(PartitionWriter(self._config, write_schema, accumulator=accumulator,
+                                            batch_id=batch_id))
         return None if accumulator is None else accumulator.value
 
     def _write_exactly_once(self, df: Any, write_schema: WriteSchema,
@@ -150,10 +152,10 @@ class KafkaSink:
         try:
             if self._config.mode == ARROW:
                 rows = sink_frame(df, write_schema).mapInArrow(
-                    ArrowWriter(self._config, write_schema), STATS_SCHEMA).collect()
+                    ArrowWriter(self._config, write_schema, batch_id=batch_id), STATS_SCHEMA).collect()
                 metrics, transactions = merge_stats(rows), stats_transactions(rows)
             else:
-                writer = PartitionWriter(self._config, write_schema)
+                writer = PartitionWriter(self._config, write_schema, batch_id=batch_id)
                 stats = rdd.mapPartitions(lambda rows: [writer(rows)]).collect()
                 metrics = SinkTaskMetrics()
                 for task in stats:

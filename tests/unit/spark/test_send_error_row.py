@@ -40,7 +40,7 @@ def test_a_timestamp_before_1970_names_its_row_and_value_and_nothing_after_it_is
                 Row(value=b"b", timestamp=None),
                 Row(value=b"c", timestamp=datetime.datetime(1969, 12, 31, 23, 59, 59, tzinfo=utc)),
                 Row(value=b"d", timestamp=datetime.datetime(2024, 1, 1, tzinfo=utc))]
-        with pytest.raises(PartitionWriteError, match=r"row 2 of this partition\): ValueError: Invalid "
+        with pytest.raises(PartitionWriteError, match=r"row 2 of this partition\): RecordContentError: Invalid "
                                                       r"timestamp: -1000\. Timestamp should always be "
                                                       r"non-negative or null"):
             writer(iter(rows))
