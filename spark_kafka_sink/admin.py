@@ -1,6 +1,7 @@
 """The admin calls the demo, the jobs and the sink need: create a topic and wait until it is
-usable (:func:`create_topic`), and read a small partition back whole (:func:`read_partition`:
-the exactly-once sink's commit log).
+usable (:func:`create_topic`), read a small partition back whole (:func:`read_partition`: the
+exactly-once sink's commit log), and describe topics (:func:`describe_topics`: the sink's
+preflight).
 
 A producer can write to a topic only once every partition has a leader, and right after
 CreateTopics returns the leaders may not be elected yet; :func:`create_topic` waits for them,
@@ -13,7 +14,7 @@ On a secured listener pass the same ``config`` the producer takes (``security.pr
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -21,12 +22,13 @@ from .client.blocking import BlockingConnection
 from .client.security import ConnectionSecurity
 from .config import ProducerConfig
 from .error_codes import ErrorCode
-from .errors import KafkaError, error_for, raise_for_code
+from .errors import KafkaConnectionError, KafkaError, error_for, raise_for_code
 from .protocol import apis
+from .protocol.messages.describe_configs import RESOURCE_TOPIC
 from .record import read_batches
 from .record.reader import Record
 
-__all__ = ["CreatedTopic", "create_topic", "read_partition"]
+__all__ = ["CreatedTopic", "TopicDescription", "create_topic", "describe_topics", "read_partition"]
 
 _POLL_S = 0.1
 BROKER_DEFAULT = -1
@@ -90,6 +92,72 @@ def create_topic(bootstrap: str, name: str, partitions: int, *,
                 raise KafkaError(f"topic {name}: not every partition has a leader after {timeout_s} s "
                                  f"(leaders: {leaders})")
             time.sleep(_POLL_S)
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    """What :func:`describe_topics` learnt of a topic: ``exists`` (``False``: the cluster does
+    not know it), its partition count and its configuration (name -> value; empty when the topic
+    is missing or describing it is not allowed, see ``config_error``)."""
+
+    name: str
+    exists: bool
+    partitions: int = 0
+    configs: Mapping[str, str | None] = field(default_factory=lambda: MappingProxyType({}))
+    config_error: KafkaError | None = None
+
+
+def describe_topics(bootstrap: str, topics: list[str], *, config_names: list[str] | None = None,
+                    timeout_s: float = 10.0, auto_create: bool = False,
+                    config: ProducerConfig | Mapping[str, Any] | None = None,
+                    ) -> dict[str, TopicDescription]:
+    """Each of ``topics`` as the cluster sees it (Metadata, then DescribeConfigs for those that
+    exist; ``config_names``: only these configs). One connection, to the first bootstrap address
+    that accepts one, with ``config``'s security (TLS, SASL), within ``timeout_s`` per address:
+    it raises what connecting to the last or authenticating raises (``KafkaConnectionError``,
+    ``AuthenticationError``). ``auto_create``: let the broker create a missing topic, as a
+    producer's metadata request does. A topic the principal may not describe raises
+    ``TopicAuthorizationFailedError``."""
+    security = connection_security(bootstrap, config)
+    addresses = [_first_address(address) for address in bootstrap.split(",") if address.strip()]
+    for index, (host, port) in enumerate(addresses):
+        try:
+            conn = BlockingConnection(host, port, timeout_s=timeout_s, security=security)
+        except (KafkaConnectionError, OSError):
+            if index == len(addresses) - 1:
+                raise
+            continue
+        break
+    with conn:
+        response = conn.request(apis.METADATA, {"topics": [{"name": t} for t in topics],
+                                                "allow_auto_topic_creation": auto_create})
+        found: dict[str, TopicDescription] = {}
+        for t in response.topics:
+            if t.error_code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_TOPIC_EXCEPTION):
+                found[t.name] = TopicDescription(t.name, False)
+            elif t.error_code == ErrorCode.LEADER_NOT_AVAILABLE:   # being created
+                found[t.name] = TopicDescription(t.name, True, len(t.partitions))
+            else:
+                raise_for_code(t.error_code, f"Metadata for topic {t.name}")
+                found[t.name] = TopicDescription(t.name, True, len(t.partitions))
+        existing = [name for name in topics if found.get(name) and found[name].exists]
+        if not existing:
+            return found
+        body = {"resources": [{"resource_type": RESOURCE_TOPIC, "resource_name": name,
+                               "configuration_keys": config_names} for name in existing],
+                "include_synonyms": False, "include_documentation": False}
+        for result in conn.request(apis.DESCRIBE_CONFIGS, body).results:
+            described = found[result.resource_name]
+            if result.error_code != ErrorCode.NONE:
+                error = error_for(result.error_code, f"DescribeConfigs for topic "
+                                  f"{result.resource_name}: {result.error_message or ''}")
+                found[result.resource_name] = TopicDescription(
+                    described.name, True, described.partitions, config_error=error)
+                continue
+            found[result.resource_name] = TopicDescription(
+                described.name, True, described.partitions,
+                MappingProxyType({c.name: c.value for c in result.configs}))
+    return found
 
 
 def connection_security(bootstrap: str, config: ProducerConfig | Mapping[str, Any] | None,

@@ -9,6 +9,7 @@
     SaslHandshake            17    0-1       none
     ApiVersions              18    0-4       3+    (response header is always v0)
     CreateTopics             19    2-7       5+
+    DescribeConfigs          32    1-4       4+
     InitProducerId           22    3-5       2+
     AddPartitionsToTxn       24    0-5       3+
     EndTxn                   26    0-5       3+
@@ -20,6 +21,7 @@ from __future__ import annotations
 from .api_message import ApiMessage
 from .messages.api_versions import API_VERSIONS
 from .messages.create_topics import CREATE_TOPICS
+from .messages.describe_configs import DESCRIBE_CONFIGS
 from .messages.fetch import FETCH, LIST_OFFSETS
 from .messages.find_coordinator import FIND_COORDINATOR
 from .messages.init_producer_id import INIT_PRODUCER_ID
@@ -30,7 +32,7 @@ from .messages.transactions import ADD_PARTITIONS_TO_TXN, END_TXN
 
 ALL_APIS: tuple[ApiMessage, ...] = (
     PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS,
-    INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, SASL_AUTHENTICATE,
+    INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, SASL_AUTHENTICATE, DESCRIBE_CONFIGS,
 )
 
 BY_KEY: dict[int, ApiMessage] = {api.api_key: api for api in ALL_APIS}
@@ -40,5 +42,5 @@ BY_NAME: dict[str, ApiMessage] = {api.name: api for api in ALL_APIS}
 __all__ = [
     "ALL_APIS", "BY_KEY", "BY_NAME", "API_VERSIONS", "METADATA", "PRODUCE", "FETCH", "LIST_OFFSETS", "INIT_PRODUCER_ID",
     "CREATE_TOPICS", "FIND_COORDINATOR", "ADD_PARTITIONS_TO_TXN", "END_TXN", "SASL_HANDSHAKE",
-    "SASL_AUTHENTICATE",
+    "SASL_AUTHENTICATE", "DESCRIBE_CONFIGS",
 ]

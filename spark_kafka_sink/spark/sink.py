@@ -53,6 +53,7 @@ from .exactly_once import BatchCommit, ExactlyOnceDriver, write_batch_id
 from .metrics import SinkMetricsParam, SinkTaskMetrics, format_line
 from .options import ARROW, DELIVERY_GUARANTEE, EXACTLY_ONCE, SinkConfig
 from .partition_writer import PartitionWriter
+from .preflight import preflight
 from .schema import WriteSchema, validate_schema
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ class KafkaSink:
         self.last_metrics: dict[str, float] | None = None
         self._history: deque[tuple[int | None, dict[str, float]]] = deque(maxlen=HISTORY_SIZE)
         self._exactly_once: ExactlyOnceDriver | None = None
+        self._preflight_done = False
 
     @property
     def metrics_history(self) -> list[tuple[int | None, dict[str, float]]]:
@@ -103,6 +105,9 @@ class KafkaSink:
     def _write(self, df: Any, batch_id: int | None) -> None:
         started = time.monotonic()
         write_schema = self._write_schema(df.schema)  # on the driver, before any task
+        if not self._preflight_done:
+            preflight(self._config)
+            self._preflight_done = True
         if self._config.exactly_once:
             figures = self._write_exactly_once(df, write_schema, batch_id)
             self._publish_figures(batch_id, figures, time.monotonic() - started)

@@ -10,15 +10,18 @@ preflight, which would refuse that setting, is off).
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
 
 from spark_kafka_sink import KafkaSink
+from spark_kafka_sink.embedded.ports import free_ports
 from spark_kafka_sink.spark.dead_letters import HEADER_PREFIX
+from spark_kafka_sink.spark.preflight import PreflightError
 
 from ..helpers import create_topic
-from ..verify import consume_all, end_offsets
+from ..verify import assert_no_open_transaction, consume_all, end_offsets
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -169,3 +172,112 @@ def test_a_missing_dead_letter_topic_fails_the_task(spark, kafka, mode):
                         "topic": topic})
     with pytest.raises(Exception, match="MetadataTimeoutError|not present in metadata"):
         sink.write(df.coalesce(1))
+
+
+# --- the driver's preflight ---------------------------------------------------------------------
+
+def _preflight_fails(spark, options: dict, match: str) -> str:
+    """The write fails on the driver within seconds with ``match``, and no task ran."""
+    df = spark.range(5).selectExpr("cast(id as string) as value")
+    sink = KafkaSink(**options)
+    started = time.monotonic()
+    with pytest.raises(PreflightError, match=match) as raised:
+        sink.write(df)
+    assert time.monotonic() - started < 8
+    assert sink.last_metrics is None
+    return str(raised.value)
+
+
+def test_preflight_a_missing_topic_fails_on_the_driver_naming_the_option(spark, kafka):
+    bootstrap = kafka.bootstrap_servers
+    missing = unique("missing")
+    _preflight_fails(spark, {"kafka.bootstrap.servers": bootstrap, "topic": missing},
+                     f"option 'topic': topic '{missing}' does not exist")
+    topic = unique("present")
+    create_topic(bootstrap, topic, 1)
+    dlq = unique("missing-dlq")
+    _preflight_fails(spark, {"kafka.bootstrap.servers": bootstrap, "topic": topic,
+                             "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq},
+                     f"option 'errors.deadletterqueue.topic.name': topic '{dlq}' does not exist")
+    assert end_offsets(bootstrap, topic, 1) == {0: 0}
+
+
+def test_preflight_creates_the_dead_letter_topic_when_given_a_replication_factor(spark, kafka):
+    bootstrap = kafka.bootstrap_servers
+    topic, dlq = unique("present"), unique("made-dlq")
+    create_topic(bootstrap, topic, 1)
+    sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "topic": topic, "errors.tolerance": "all",
+                        "errors.deadletterqueue.topic.name": dlq,
+                        "errors.deadletterqueue.topic.replication.factor": "1"})
+    sink.write(spark.createDataFrame([("a", 0), ("b", 9)], "value string, partition int").coalesce(1))
+    assert end_offsets(bootstrap, topic, 1) == {0: 1} and end_offsets(bootstrap, dlq, 1) == {0: 1}
+
+
+def test_preflight_max_request_size_above_the_topics_max_message_bytes(spark, kafka):
+    bootstrap = kafka.bootstrap_servers
+    topic = unique("small-messages")
+    create_topic(bootstrap, topic, 1, configs={"max.message.bytes": "50000"})
+    _preflight_fails(spark, {"kafka.bootstrap.servers": bootstrap, "topic": topic},
+                     f"kafka.max.request.size=1048576 exceeds the max.message.bytes=50000 of topic "
+                     f"'{topic}' \\(option 'topic'\\)")
+
+
+def test_preflight_an_unreachable_cluster_fails_within_seconds(spark):
+    port = free_ports(1)[0]
+    _preflight_fails(spark, {"kafka.bootstrap.servers": f"127.0.0.1:{port}", "topic": "t"},
+                     f"cannot reach the cluster at kafka.bootstrap.servers='127.0.0.1:{port}'")
+
+
+def test_preflight_a_wrong_password_fails_on_the_driver_without_showing_it(spark, secured_kafka):
+    protocol, mechanism, wrong = "SASL_SSL", "SCRAM-SHA-512", "Wrong-Password-4471"
+    client = {"bootstrap.servers": secured_kafka.bootstrap_for(protocol),
+              **secured_kafka.client_properties(protocol, mechanism=mechanism), "sasl.password": wrong}
+    options = {f"kafka.{name}": value for name, value in client.items()}
+    message = _preflight_fails(spark, {**options, "topic": "t"}, "refused the client: .*Authentication")
+    assert wrong not in message
+
+
+def test_preflight_false_skips_the_checks(spark, kafka):
+    missing = unique("missing")
+    sink = KafkaSink(**{"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": missing,
+                        "preflight": "false", "kafka.max.block.ms": "2000"})
+    with pytest.raises(Exception, match="MetadataTimeoutError|not present in metadata") as raised:
+        sink.write(spark.range(1).selectExpr("cast(id as string) as value"))
+    assert not isinstance(raised.value, PreflightError)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_exactly_once_dead_letters_commit_in_the_tasks_transactions(spark, kafka, mode):
+    """With exactly-once, the dead letters (found before sending, and refused by the broker: a
+    null key on a compacted topic) are written in the task's transaction and committed with the
+    good rows: read_committed sees both topics whole, no transaction is left open."""
+    bootstrap = kafka.bootstrap_servers
+    topic = unique(f"eos-policy-{mode}")
+    create_topic(bootstrap, topic, 2, configs={"cleanup.policy": "compact"})
+    dlq = unique(f"eos-policy-dlq-{mode}")
+    create_topic(bootstrap, dlq, 1)
+    rows = 2_000
+    df = spark.range(0, rows, 1, 2).selectExpr(
+        "CASE WHEN id % 50 = 1 THEN NULL ELSE CAST(id AS STRING) END AS key",
+        "CAST(id AS STRING) AS value",
+        "CASE WHEN id % 50 = 2 THEN 7 ELSE NULL END AS partition")
+    sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "mode": mode, "topic": topic,
+                        "delivery.guarantee": "exactly-once",
+                        "transactional.id.prefix": unique(f"eos-policy-{mode}"),
+                        "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq})
+    try:
+        sink.write(df)
+    finally:
+        sink.close()
+    bad = 2 * rows // 50
+    written = consume_all(bootstrap, topic, 2, expected_count=rows - bad)      # read_committed
+    assert sorted(int(r.value) for p in written.values() for r in p) == [
+        i for i in range(rows) if i % 50 not in (1, 2)]
+    letters = consume_all(bootstrap, dlq, 1, expected_count=bad)[0]
+    assert sorted(int(r.value) for r in letters) == [i for i in range(rows) if i % 50 in (1, 2)]
+    stages = {headers_of(r)[HEADER_PREFIX + "stage"] for r in letters}
+    assert stages == {b"convert", b"produce"}
+    assert_no_open_transaction(bootstrap, topic, 2)
+    assert_no_open_transaction(bootstrap, dlq, 1)
+    assert sink.last_metrics["dlq-record-send-total"] == bad
+    assert sink.last_metrics["transaction-commit-total"] == 2

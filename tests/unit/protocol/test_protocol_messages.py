@@ -54,6 +54,7 @@ def test_registry_matches_the_declared_ranges():
         "ListOffsets": (2, 1, 5, 6),
         "InitProducerId": (22, 3, 5, 2),
         "CreateTopics": (19, 2, 7, 5),
+        "DescribeConfigs": (32, 1, 4, 4),
         "FindCoordinator": (10, 0, 6, 3),
         "AddPartitionsToTxn": (24, 0, 5, 3),
         "EndTxn": (26, 0, 5, 3),

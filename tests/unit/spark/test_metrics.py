@@ -165,7 +165,8 @@ class _Collected:
 
 
 def test_rows_mode_without_a_spark_context_still_writes_and_publishes_no_metrics():
-    sink = KafkaSink(**{"kafka.bootstrap.servers": "localhost:9092", "topic": "t", "mode": "rows"})
+    sink = KafkaSink(**{"kafka.bootstrap.servers": "localhost:9092", "topic": "t", "mode": "rows",
+                        "preflight": "false"})  # no cluster here
     df = _ConnectFrame()
     sink.write(df)
     sink(df, 4)
@@ -178,7 +179,8 @@ def test_arrow_mode_publishes_the_collected_stats_rows_without_a_spark_context(m
     from spark_kafka_sink.spark.arrow_writer import STATS_SCHEMA, ArrowWriter
 
     monkeypatch.setattr(sink_module, "sink_frame", lambda df, write_schema: df)  # needs no JVM here
-    sink = KafkaSink(**{"kafka.bootstrap.servers": "localhost:9092", "topic": "t"})
+    sink = KafkaSink(**{"kafka.bootstrap.servers": "localhost:9092", "topic": "t",
+                        "preflight": "false"})  # no cluster here
     df = _ConnectFrame()
     sink(df, 7)
     (writer, schema), = df.writers
