@@ -11,6 +11,8 @@ runs in the same SparkSession, against the same broker, each into a fresh topic 
   ``transactional.id.prefix`` per attempt): each task writes in a transaction, the driver
   records and commits them; the rows counted are those a ``read_committed`` reader sees, and the
   note gives the driver's commit time (``transaction-commit-time-ms``);
+- ``ours-tolerant``: ``ours-arrow`` with the per-record error policy on
+  (``errors.tolerance=all`` and a dead-letter topic): what leaving it on costs when no row is bad;
 - ``builtin``: Spark's own Kafka sink, ``df.write.format("kafka").save()``; its connector comes
   from ``spark.jars.packages``, resolved by Spark's Ivy into a cache directory;
 - ``confluent``: a confluent-kafka ``Producer`` per task in ``foreachPartition``;
@@ -44,15 +46,16 @@ from . import admin
 from .peers import SETTINGS
 from .workers import WorkerPeaks
 
-CONTENDERS = ("ours-arrow", "ours-eos", "ours-rows", "builtin", "confluent", "noop-foreach",
-              "noop-arrow")
+CONTENDERS = ("ours-arrow", "ours-tolerant", "ours-eos", "ours-rows", "builtin", "confluent",
+              "noop-foreach", "noop-arrow")
 ALIASES = {"ours": "ours-arrow"}
 LABELS = {"ours-arrow": "KafkaSink arrow (ours)", "ours-rows": "KafkaSink rows (ours)",
           "ours-eos": "KafkaSink arrow exactly-once",
+          "ours-tolerant": "KafkaSink arrow errors.tolerance=all",
           "builtin": "Spark built-in sink",
           "confluent": "confluent foreachPartition", "noop-foreach": "no-op foreachPartition",
           "noop-arrow": "no-op mapInArrow"}
-WRITES_TO_KAFKA = ("ours-arrow", "ours-eos", "ours-rows", "builtin", "confluent")
+WRITES_TO_KAFKA = ("ours-arrow", "ours-tolerant", "ours-eos", "ours-rows", "builtin", "confluent")
 RATIO_OF = "ours-arrow"  # the contender the last lines compare with its peers
 TOPIC_PARTITIONS = 6
 DF_PARTITIONS = 2  # one per local[2] core
@@ -349,12 +352,24 @@ def kafka_options() -> dict[str, str]:
     return {f"kafka.{name}": value for name, value in SETTINGS.as_properties().items()}
 
 
-def write_ours(mode: str, ctx: Context, topic: str) -> Outcome:
+def write_ours(mode: str, ctx: Context, topic: str, **options: str) -> Outcome:
     from spark_kafka_sink.spark.sink import KafkaSink
 
     KafkaSink(**{"kafka.bootstrap.servers": ctx.bootstrap, "topic": topic, "mode": mode,
-                 **kafka_options()}).write(ctx.df)
+                 **kafka_options(), **options}).write(ctx.df)
     return Outcome()
+
+
+def dead_letter_topic(topic: str) -> str:
+    """``ours-tolerant``'s dead-letter topic, created with the contender's topic (untimed)."""
+    return f"{topic}-dlq"
+
+
+def write_ours_tolerant(ctx: Context, topic: str) -> Outcome:
+    """``ours-arrow`` with ``errors.tolerance=all`` and a dead-letter topic; no row is bad, so it
+    must stay empty (:func:`measure` counts it)."""
+    return write_ours("arrow", ctx, topic, **{"errors.tolerance": "all",
+                                              "errors.deadletterqueue.topic.name": dead_letter_topic(topic)})
 
 
 def write_ours_exactly_once(ctx: Context, topic: str) -> Outcome:
@@ -402,7 +417,7 @@ def run_noop_arrow(ctx: Context, topic: str | None) -> Outcome:
 
 RUNNERS: dict[str, Callable[[Context, Any], Outcome]] = {
     "ours-arrow": partial(write_ours, "arrow"), "ours-rows": partial(write_ours, "rows"),
-    "ours-eos": write_ours_exactly_once,
+    "ours-eos": write_ours_exactly_once, "ours-tolerant": write_ours_tolerant,
     "builtin": write_builtin, "confluent": write_confluent,
     "noop-foreach": run_noop_foreach, "noop-arrow": run_noop_arrow,
 }
@@ -444,6 +459,8 @@ def measure(contender: str, ctx: Context, args: argparse.Namespace) -> Attempt:
     topic = f"bench-spark-{contender}-{uuid.uuid4().hex[:8]}"
     if contender in WRITES_TO_KAFKA:
         admin.create_topic(ctx.bootstrap, topic, TOPIC_PARTITIONS)
+    if contender == "ours-tolerant":
+        admin.create_topic(ctx.bootstrap, dead_letter_topic(topic), 1)
     context = ctx.spark.sparkContext
     group = f"bench-{topic}"
     context.setJobGroup(group, LABELS[contender], interruptOnCancel=True)
@@ -468,6 +485,9 @@ def measure(contender: str, ctx: Context, args: argparse.Namespace) -> Attempt:
         rows = outcome.processed or 0
     status, detail = _status(rows, args.rows, deadline.fired.is_set(), error, args.max_seconds,
                              contender in WRITES_TO_KAFKA)
+    if contender == "ours-tolerant":
+        outcome = replace(outcome, detail=f"{admin.landed(ctx.bootstrap, dead_letter_topic(topic), 1)} "
+                                          "dead letters")
     return Attempt(contender, status, rows, seconds, rows / seconds if seconds else None, rss,
                    "; ".join(filter(None, [outcome.detail, detail])))
 

@@ -72,9 +72,7 @@ def find_bad_rows(topic: str, columns: ArrowColumns, timestamps: np.ndarray, par
 
 def _bad_header_rows(headers: Any) -> list[tuple[int, str]]:
     """``(row, what)`` for every row holding a null header or a header with a null key."""
-    if not headers.null_count and not len(headers.flatten()):
-        return []
-    items = headers.flatten()
+    items = headers.flatten()  # the headers of every row, in row order (the slice's only)
     if not len(items):
         return []
     keys = items.flatten()[0]  # null where the header or its key is null

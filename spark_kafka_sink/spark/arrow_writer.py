@@ -24,6 +24,11 @@ in their order), each distinct topic name checked once per task. A null or inval
 the task naming the row's position in the partition, as in rows mode, and, as there, the rows
 before it are sent first.
 
+With ``errors.tolerance=all`` (:mod:`.dead_letters`) such rows are masked out of the batch
+instead, and ``send_arrow(errors_tolerance="all", keep_refused=True)`` leaves out the rows that
+cannot become records (``result.rejected``) and keeps those the broker refuses: all go to the
+task's dead letters, one Python step per bad row only.
+
 Sending stops at the first failure seen between batches (a failed batch, or a ``send_arrow``
 that raised). A task that succeeded yields ONE stats row (:data:`STATS_SCHEMA`): its partition,
 attempt, duration, :class:`~spark_kafka_sink.spark.metrics.SinkTaskMetrics` as JSON and, in

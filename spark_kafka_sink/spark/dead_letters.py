@@ -42,10 +42,10 @@ driver's metrics (``record-error-total``, ``dlq-record-send-total``, ``record-sk
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import KafkaError, MessageTooLargeError
 from ..producer.tally import DeliveryTally, RefusedRecord
 from ..record import RecordBatchBuilder
@@ -56,9 +56,9 @@ log = logging.getLogger(__name__)
 HEADER_PREFIX = "__spark_kafka_sink.errors."
 CONVERT, PRODUCE = "convert", "produce"
 LOG_BURST = 10
-"""``errors.log.enable``: at most this many WARN lines per :data:`LOG_PERIOD_S` per task; the
+"""``errors.log.enable``: at most this many WARN lines per :data:`LOG_PERIOD_MS` per task; the
 lines held back are counted in the next one."""
-LOG_PERIOD_S = 10.0
+LOG_PERIOD_MS = 10_000
 
 
 class DeadLetterError(KafkaError):
@@ -100,7 +100,8 @@ class DeadLetters:
     """One task's bad records: counted by error class, logged if asked, then written to the
     dead-letter topic or skipped. Used only with ``errors.tolerance=all``."""
 
-    def __init__(self, policy: ErrorPolicy, context: TaskContext, max_record_size: int):
+    def __init__(self, policy: ErrorPolicy, context: TaskContext, max_record_size: int, *,
+                 clock: Clock = SYSTEM_CLOCK):
         if not policy.tolerant:
             raise ValueError("DeadLetters is for errors.tolerance=all")
         self.policy = policy
@@ -111,7 +112,8 @@ class DeadLetters:
         self.skipped = 0
         self.stripped = 0
         self._failures: list[BaseException] = []
-        self._log_window = 0.0
+        self._clock = clock
+        self._log_window: int | None = None
         self._logged = 0
         self._held_back = 0
 
@@ -219,8 +221,8 @@ class DeadLetters:
         return kept
 
     def _log(self, bad: BadRecord) -> None:
-        now = time.monotonic()
-        if now - self._log_window >= LOG_PERIOD_S:
+        now = self._clock.monotonic_ms()
+        if self._log_window is None or now - self._log_window >= LOG_PERIOD_MS:
             self._log_window, self._logged = now, 0
         if self._logged >= LOG_BURST:
             self._held_back += 1

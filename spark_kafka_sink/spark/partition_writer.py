@@ -13,6 +13,11 @@ The steps follow Spark's ``KafkaWriteTask`` (docs/ARCHITECTURE.md, "A record's p
 5. If any record failed, raise :class:`PartitionWriteError`: how many records failed, and the
    first error with its topic and partition.
 
+With ``errors.tolerance=all`` a bad record (one the converter or ``send`` refuses for itself, or
+the broker refuses alone) does not stop step 2: it goes to the task's
+:class:`~spark_kafka_sink.spark.dead_letters.DeadLetters`, which writes it to the dead-letter topic
+(or skips it) and, after the flush, fails the task only if a dead-letter write failed.
+
 Exactly-once (``delivery.guarantee``): step 1 creates a transactional producer for the task
 instead (transactional id ``<prefix>-<partition id>``, the same for every attempt, so
 ``init_transactions()`` fences a failed predecessor and aborts what it left open) and begins a

@@ -162,6 +162,25 @@ def test_the_default_policy_still_fails_the_task_naming_the_first_bad_row(spark,
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_an_unwritable_dead_letter_topic_fails_the_task(spark, kafka, mode):
+    """The dead-letter topic refuses the dead letter (it is compacted; the bad row has no key):
+    the task fails saying so, rather than counting the row as handled."""
+    bootstrap = kafka.bootstrap_servers
+    topic, dlq = unique(f"unwritable-{mode}"), unique(f"unwritable-dlq-{mode}")
+    create_topic(bootstrap, topic, 1)
+    create_topic(bootstrap, dlq, 1, configs={"cleanup.policy": "compact"})
+    df = spark.createDataFrame([("a", "k", None), ("b", None, 9)],
+                               "value string, key string, partition int")
+    sink = KafkaSink(**{**options(kafka, mode, **{"errors.deadletterqueue.topic.name": dlq}),
+                        "topic": topic})
+    with pytest.raises(Exception, match="DeadLetterError") as raised:
+        sink.write(df.coalesce(1))
+    assert "could not be written to the dead-letter topic" in str(raised.value)
+    assert "Compacted topic cannot accept message without key" in str(raised.value)
+    assert end_offsets(bootstrap, dlq, 1) == {0: 0} and sink.last_metrics is None
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_a_missing_dead_letter_topic_fails_the_task(spark, kafka, mode):
     bootstrap = kafka.bootstrap_servers
     topic = unique(f"nodlq-{mode}")

@@ -10,11 +10,12 @@ import threading
 import pytest
 
 from spark_kafka_sink.errors import (
-    ClusterAuthorizationFailedError, KafkaTimeoutError, NotLeaderOrFollowerError,
+    ClusterAuthorizationFailedError, CorruptMessageError, KafkaTimeoutError, NotLeaderOrFollowerError,
     InvalidRecordError, InvalidTimestampError, OutOfOrderSequenceNumberError, ProducerClosedError,
     TopicAuthorizationFailedError,
 )
 from spark_kafka_sink.producer.sender import SenderSettings
+from spark_kafka_sink.producer.tally import DeliveryTally
 from spark_kafka_sink.structs import TopicPartition
 
 from .sender_harness import (
@@ -237,6 +238,33 @@ def test_a_batch_whose_records_are_all_refused_fails_record_by_record():
     assert all(isinstance(f.exception(), InvalidRecordError) for f in futures)
     assert "first" in str(futures[0].exception()) and "first" not in str(futures[1].exception())
     assert produced(h) == 1
+
+
+def test_a_record_named_corrupt_fails_alone_and_its_batch_mates_are_delivered():
+    h = Harness(idempotent=True)
+    h.bootstrap()
+    h.script(T0, {"error_code": 2, "record_errors": [{"batch_index": 1}]})   # CORRUPT_MESSAGE
+    futures = [h.append(T0, value=f"v{i}".encode()) for i in range(3)]
+    h.run_until(lambda: all(f.done() for f in futures), advance_ms=10)
+    assert isinstance(futures[1].exception(), CorruptMessageError)
+    assert [futures[i].result().offset for i in (0, 2)] == [0, 1]
+
+
+def test_a_tally_keeping_refused_records_gets_them_decoded_not_failed():
+    h = Harness()
+    h.bootstrap()
+    h.script(T0, {"error_code": 87, "record_errors": [{"batch_index": 1, "batch_index_error_message":
+                                                       "no key"}]})
+    tally = DeliveryTally(keep_refused=True)
+    for i in range(3):
+        h.accumulator.append(T0, 5, f"k{i}".encode(), f"v{i}".encode(), [("h", b"x")], tally, 0, h.now)
+    h.run_until(lambda: tally.completed == 3, advance_ms=10)
+    assert (tally.acked, tally.failed, tally.refused, tally.first_failure) == (2, 0, 1, None)
+    refused, = tally.take_refused()
+    assert (refused.key, refused.value, refused.headers, refused.timestamp_ms) == (
+        b"k1", b"v1", (("h", b"x"),), 5)
+    assert isinstance(refused.error, InvalidRecordError) and "no key" in str(refused.error)
+    assert tally.take_refused() == []
 
 
 @pytest.mark.parametrize("code, error", [(87, InvalidRecordError), (32, InvalidTimestampError)])

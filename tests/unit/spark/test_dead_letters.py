@@ -12,12 +12,14 @@ from spark_kafka_sink.errors import (ConfigError, InvalidRecordError, MessageToo
                                      NotLeaderOrFollowerError, RecordTooLargeError)
 from spark_kafka_sink.producer.tally import DeliveryTally
 from spark_kafka_sink.record import RecordBatchBuilder
-from spark_kafka_sink.spark.dead_letters import (CONVERT, HEADER_PREFIX, LOG_BURST, BadRecord,
-                                                 DeadLetterError, DeadLetters, TaskContext)
+from spark_kafka_sink.spark.dead_letters import (CONVERT, HEADER_PREFIX, LOG_BURST, LOG_PERIOD_MS,
+                                                 BadRecord, DeadLetterError, DeadLetters,
+                                                 TaskContext)
 from spark_kafka_sink.spark.options import ErrorPolicy, SinkConfig
 from spark_kafka_sink.spark.partition_writer import PartitionWriteError
 from spark_kafka_sink.structs import TopicPartition
 
+from ..fakes import FakeClock
 from .test_partition_writer import OPTIONS, FakeProducer, make_writer
 
 DLQ = {"errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq"}
@@ -151,11 +153,15 @@ def test_a_dead_letter_refused_as_too_large_goes_again_as_its_headers_alone():
 
 
 def test_bad_records_are_logged_rate_limited_without_their_bytes(caplog):
-    dead = letters(log=True)
+    clock = FakeClock()
+    dead = DeadLetters(ErrorPolicy("all", log=True), TaskContext(7, 3, 1), 1000, clock=clock)
     with caplog.at_level(logging.WARNING, logger="spark_kafka_sink.spark.dead_letters"):
         for _ in range(LOG_BURST + 5):
             dead.handle(None, bad(value=b"SECRET-BYTES"))
-    assert len(caplog.records) == LOG_BURST and dead.skipped == LOG_BURST + 5
+        assert len(caplog.records) == LOG_BURST and dead.skipped == LOG_BURST + 5
+        clock.advance(LOG_PERIOD_MS)                       # a new window: the held-back count
+        dead.handle(None, bad())
+    assert len(caplog.records) == LOG_BURST + 1 and "(5 more not logged)" in caplog.records[-1].getMessage()
     assert all("SECRET-BYTES" not in r.getMessage() for r in caplog.records)
     assert "-> skipped: InvalidRecordError: [Error 87] INVALID_RECORD: no key" in caplog.records[0].getMessage()
 
