@@ -132,6 +132,10 @@ class BatchCompletion:
         else:
             tallies.append([tally, index, index + records])
 
+    def kept_by_tallies(self) -> int:
+        """Records counted against tallies that keep refused records (``keep_refused``)."""
+        return sum(end - first for tally, first, end in self._tallies or () if tally.keep_refused)
+
     def tally_counts(self) -> dict:
         """Records counted per tally (each tally once, in first-append order)."""
         counts: dict = {}

@@ -332,6 +332,12 @@ class ProducerBatch:
         return list(read_batch(self._builder.build()).records)
 
     @property
+    def refusals_kept(self) -> bool:
+        """Whether every record was sent with a tally that keeps refused records: a refusal of
+        them is then the sender's to handle (e.g. a dead-letter topic), not a lost record."""
+        return self.completion.kept_by_tallies() == self.record_count
+
+    @property
     def final_state(self) -> FinalState | None:
         return self._final_state
 

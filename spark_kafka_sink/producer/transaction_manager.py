@@ -419,10 +419,13 @@ class TransactionManager:
         tp = batch.topic_partition
         if errors.is_record_error(exception) and batch.has_sequence and self._partitions.close_gap(batch):
             # the broker refused the batch on its own and wrote none of it: the partition's later
-            # batches take its sequences, the transaction stays committable, no epoch bump (beyond
-            # Java, which aborts the transaction or bumps the epoch for any failed batch)
+            # batches take its sequences, no epoch bump (beyond Java, which bumps the epoch). A
+            # transaction still becomes abortable, as in Java, unless the sender kept the refused
+            # records to handle them (a tally with keep_refused: the sink's dead letters)
             log.debug("batch %s refused on its own (%r): sequences after %d moved down by %d", batch,
                       exception, batch.base_sequence, batch.record_count)
+            if self.transactional_id is not None and not batch.refusals_kept:
+                self.abortable_error(exception)
             return
         if self.transactional_id is not None:
             if adjust_sequence_numbers or code in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,

@@ -12,6 +12,7 @@ import pytest
 from spark_kafka_sink.errors import (
     IllegalStateError, KafkaError, ProducerFencedError, TransactionAbortedError,
 )
+from spark_kafka_sink.producer.tally import DeliveryTally
 from spark_kafka_sink.producer.transaction_manager import TransactionManager
 from spark_kafka_sink.producer.txn_states import TRANSITIONS, TransactionState, next_state
 from spark_kafka_sink.structs import TopicPartition
@@ -223,6 +224,33 @@ def test_a_failed_batch_makes_the_commit_fail_and_the_abort_bumps_the_epoch_unde
     assert (bump.body.producer_id, bump.body.producer_epoch) == (PRODUCER_ID, 0)
     assert h.transaction_manager.producer_id_and_epoch.epoch == 1
     assert h.transaction_manager.state is S.READY
+
+
+@pytest.mark.parametrize("kept", [False, True])
+def test_a_record_the_broker_refuses_alone_aborts_unless_its_sender_keeps_refused_records(kept):
+    """INVALID_RECORD naming one record of three. As in Java the transaction becomes abortable
+    (its other records fail as aborted), unless the records were sent with a tally that keeps
+    refused records (the sink's dead letters): the broker wrote none of the refused one, so the
+    others are written, their sequences closing the gap, and the transaction commits."""
+    h = transactional()
+    init(h)
+    begin(h)
+    h.script(TP0, {"error_code": 87, "record_errors": [{"batch_index": 1}]})
+    tally = DeliveryTally(keep_refused=True) if kept else None
+    futures = [h.accumulator.append(TP0, 5, None, f"v{i}".encode(), None, tally, 0, h.now).future
+               for i in range(3)]
+    h.run_until(lambda: all(f.done() for f in futures), advance_ms=10)
+    if not kept:
+        assert h.transaction_manager.state is S.ABORTABLE_ERROR
+        assert isinstance(futures[0].exception(), TransactionAbortedError)
+        return
+    assert [record[3] for record in h.log[TP0]] == [b"v0", b"v2"]
+    assert sorted(seq for _, _, seq, _ in h.log[TP0]) == [0, 1]
+    assert tally.refused == 1 and tally.acked == 2
+    result = complete(h, h.transaction_manager.begin_commit)
+    result.wait(0)
+    [end] = h.requests(END_TXN)
+    assert end.body.committed is True and h.transaction_manager.state is S.READY
 
 
 def test_a_commit_in_progress_fails_when_a_batch_fails():
