@@ -154,7 +154,8 @@ def test_the_default_policy_still_fails_the_task_naming_the_first_bad_row(spark,
     bootstrap = kafka.bootstrap_servers
     topic = target_topic(bootstrap, unique(f"strict-{mode}"))
     df = spark.createDataFrame([("a", "1"), ("b", None), ("c", "3")], "value string, key string")
-    sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "mode": mode, "topic": topic})
+    sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "mode": mode, "topic": topic,
+                        "kafka.max.request.size": str(TOPIC_MAX_BYTES)})     # passes the preflight
     with pytest.raises(Exception, match="InvalidRecordError") as caught:
         sink.write(df.coalesce(1))
     assert "Compacted topic cannot accept message without key" in str(caught.value)
