@@ -113,10 +113,12 @@ def _without_views(array: Any) -> Any:
     do not have. Other arrays are returned as they are."""
     import pyarrow as pa
 
+    from ..record.arrow_columns import is_binary_view, is_string_view  # pyarrow: lazily
+
     def plain(kind: Any) -> Any:
-        if pa.types.is_binary_view(kind):
+        if is_binary_view(kind):
             return pa.large_binary()
-        if pa.types.is_string_view(kind):
+        if is_string_view(kind):
             return pa.large_string()
         return kind
 

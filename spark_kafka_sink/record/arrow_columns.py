@@ -12,7 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["as_binary", "binary_offsets", "byte_lengths", "has_offsets", "is_bytes"]
+__all__ = ["as_binary", "binary_offsets", "byte_lengths", "has_offsets", "is_binary_view",
+           "is_bytes", "is_string_view"]
+
+# binary_view and string_view exist from pyarrow 16 on; before, no array can have them
+is_binary_view = getattr(pa.types, "is_binary_view", lambda kind: False)
+"""``pa.types.is_binary_view`` where pyarrow has it (16+), else always false."""
+is_string_view = getattr(pa.types, "is_string_view", lambda kind: False)
+"""``pa.types.is_string_view`` where pyarrow has it (16+), else always false."""
 
 
 def has_offsets(kind: pa.DataType) -> bool:
@@ -24,7 +31,7 @@ def has_offsets(kind: pa.DataType) -> bool:
 def is_bytes(kind: pa.DataType) -> bool:
     """Whether ``kind`` holds bytes this module reads: binary or string, any width, views
     included (they are cast; see :func:`as_binary`)."""
-    return has_offsets(kind) or pa.types.is_binary_view(kind) or pa.types.is_string_view(kind)
+    return has_offsets(kind) or is_binary_view(kind) or is_string_view(kind)
 
 
 def binary_offsets(array: pa.Array) -> np.ndarray:

@@ -119,13 +119,23 @@ def rechunk(batches: Iterable[Any], max_rows: int, max_bytes: int) -> Iterator[A
     rows = size = 0
     for batch in batches:
         if pending and (rows + batch.num_rows > max_rows or size + batch.nbytes > max_bytes):
-            yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+            yield pending[0] if len(pending) == 1 else _concat(pending)
             pending, rows, size = [], 0, 0
         pending.append(batch)
         rows += batch.num_rows
         size += batch.nbytes
     if pending:
-        yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+        yield pending[0] if len(pending) == 1 else _concat(pending)
+
+
+def _concat(batches: list[Any]) -> Any:
+    """The batches as one (``pa.concat_batches`` from pyarrow 19 on; before, through a table)."""
+    import pyarrow as pa
+
+    concat = getattr(pa, "concat_batches", None)
+    if concat is not None:
+        return concat(batches)
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 class ArrowWriter:

@@ -65,8 +65,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from pyspark.sql import datasource as _spark_datasource
-from pyspark.sql.datasource import (
+from .compat import require_data_source_api
+
+require_data_source_api()  # PySpark 4.0+: a clear error before the imports below fail
+
+from pyspark.sql import datasource as _spark_datasource  # noqa: E402
+from pyspark.sql.datasource import (  # noqa: E402
     DataSource,
     DataSourceArrowWriter,
     DataSourceStreamWriter,

@@ -6,15 +6,16 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from spark_kafka_sink.record.arrow_columns import as_binary, binary_offsets, byte_lengths
+from spark_kafka_sink.record.arrow_columns import (as_binary, binary_offsets, byte_lengths,
+                                                  is_string_view)
 
 VALUES = [b"", b"a", None, b"\xc3\xa9t\xc3\xa9", b"x" * 300, None, b"z"]
-TYPES = [pa.binary(), pa.large_binary(), pa.string(), pa.large_string(), pa.binary_view(),
-         pa.string_view()]
+VIEWS = [pa.binary_view(), pa.string_view()] if hasattr(pa, "binary_view") else []  # pyarrow 16+
+TYPES = [pa.binary(), pa.large_binary(), pa.string(), pa.large_string(), *VIEWS]
 
 
 def _column(kind: pa.DataType) -> pa.Array:
-    text = pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+    text = pa.types.is_string(kind) or pa.types.is_large_string(kind) or is_string_view(kind)
     values = [None if v is None else (v.decode("utf-8") if text else v) for v in VALUES]
     return pa.array(values, kind)
 

@@ -73,6 +73,7 @@ def test_headers_ignore_nullability_and_field_name_case_as_spark():
     assert validate_schema(schema(value=StringType(), headers=strict), WITH_TOPIC).headers.kind is Kind.HEADERS
 
 
+@pytest.mark.newest  # collations: PySpark 4
 def test_collated_strings_are_accepted():
     lcase = StringType("UTF8_LCASE")
     written = validate_schema(schema(value=lcase, topic=lcase), NO_TOPIC)

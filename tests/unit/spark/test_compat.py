@@ -1,0 +1,38 @@
+"""The PySpark feature gates (``spark/compat.py``), on whichever PySpark runs the suite."""
+
+from __future__ import annotations
+
+import importlib
+
+import pyspark
+import pytest
+
+from spark_kafka_sink.spark import compat
+
+
+@pytest.mark.parametrize("text, version", [("3.4.1", (3, 4)), ("3.5.7", (3, 5)), ("4.1.0.dev2", (4, 1)),
+                                           ("4.0.0rc1", (4, 0)), ("4", (4, 0))])
+def test_versions_are_read_as_major_minor(text, version):
+    assert compat._major_minor(text) == version
+
+
+def test_this_pyspark_is_supported():
+    assert compat.pyspark_version() >= compat.MIN_PYSPARK
+    compat.require_supported()
+
+
+def test_an_older_pyspark_is_refused_naming_both_versions(monkeypatch):
+    monkeypatch.setattr(pyspark, "__version__", "3.3.2")
+    with pytest.raises(ImportError, match="needs PySpark 3.4 or newer; this is PySpark 3.3.2"):
+        compat.require_supported()
+
+
+def test_the_data_source_module_loads_exactly_where_the_api_exists():
+    has_api = compat.has_data_source_api()
+    assert has_api == (compat.pyspark_version() >= compat.DATA_SOURCE_PYSPARK)
+    if has_api:
+        assert importlib.import_module("spark_kafka_sink.spark.datasource").NAME == "spark_kafka_sink"
+        return
+    with pytest.raises(ImportError, match=r"needs PySpark 4\.0 or newer .*Runtime 15\.4 LTS.*"
+                                          r"KafkaSink works on this version"):
+        importlib.import_module("spark_kafka_sink.spark.datasource")
