@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
-.PHONY: install test unit integration fuzz broker jars demo bench bench-producer bench-spark soak clean
+.PHONY: install test unit integration compat fuzz broker jars demo bench bench-producer bench-spark soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,35 @@ unit: install
 
 integration: install
 	$(BIN)/python -m pytest tests/integration $(PYTEST_ARGS)
+
+# The compatibility runs (README, "Supported versions"): for each older PySpark line a virtualenv
+# .venv-compat/pyspark-<line> with the pins of compat/pyspark-<line>.txt installed first, then the
+# package with its extras (which must keep that PySpark), then the unit suite and the Spark tests
+# that matter there, without the tests of the newest stack (marker 'newest'). `.ci/run` runs it
+# after `make test`. Each line's Python is the one its Databricks LTS runtime has, where found.
+COMPAT_LINES ?= 3.4 3.5
+COMPAT_TESTS ?= tests/unit tests/spark/test_sink.py tests/spark/test_task_retry.py \
+	tests/spark/test_bad_input.py tests/spark/test_metrics.py tests/spark/test_jobs.py \
+	tests/spark/test_error_policy.py tests/spark/test_spark_connect.py
+PYTHON_3.4 ?= python3.10
+PYTHON_3.5 ?= python3.11
+COMPAT := .venv-compat
+
+compat: $(addprefix compat-,$(COMPAT_LINES))
+
+$(COMPAT)/pyspark-%/.installed: compat/pyspark-%.txt setup.cfg pyproject.toml
+	rm -rf $(COMPAT)/pyspark-$*
+	py=$$(for c in $(PYTHON_$*) $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(PYTHON_$*:python%=%).*/bin/$(PYTHON_$*) \
+	  2>/dev/null) $(PYTHON); do $$c -c '' 2>/dev/null && { echo $$c; break; }; done); \
+	  echo "pyspark-$*: $$($$py --version)"; $$py -m venv $(COMPAT)/pyspark-$*
+	$(COMPAT)/pyspark-$*/bin/python -m pip install -q --upgrade pip setuptools wheel
+	$(COMPAT)/pyspark-$*/bin/python -m pip install -q -r compat/pyspark-$*.txt
+	$(COMPAT)/pyspark-$*/bin/python -m pip install -q -e '.[spark,test,zstd,snappy]'
+	$(COMPAT)/pyspark-$*/bin/python -m compat.check compat/pyspark-$*.txt
+	touch $@
+
+compat-%: $(COMPAT)/pyspark-%/.installed
+	$(COMPAT)/pyspark-$*/bin/python -m pytest -m "not newest" $(COMPAT_TESTS) $(PYTEST_ARGS)
 
 # The model-based test of the producer core with its long profile (thousands of runs, longer
 # ones; `make test` runs a bounded profile). Repeat it for longer hunts, e.g. FUZZ_ROUNDS=10.
@@ -69,4 +98,4 @@ soak: install
 	$(BIN)/python -m bench.soak $(ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(COMPAT) build *.egg-info .pytest_cache .hypothesis

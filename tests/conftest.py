@@ -18,11 +18,26 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from importlib import metadata
 
 import pytest
 
 from spark_kafka_sink.embedded import BrokerLaunchError, BrokerSecurity, EmbeddedKafka
 from spark_kafka_sink.testing import KafkaCluster
+
+
+def pytest_configure(config):
+    """PySpark 3.x's ``DataFrame.collect()`` leaves its result socket to the garbage collector
+    (PySpark 4 closes it): on those lines only (the compatibility runs), an unclosed socket is not
+    a test failure. The suite on PySpark 4 still fails on any socket left open."""
+    try:
+        pyspark = metadata.version("pyspark")
+    except metadata.PackageNotFoundError:
+        return
+    if pyspark.startswith("3."):
+        config.addinivalue_line("filterwarnings", r"ignore:unclosed <socket\.socket:ResourceWarning")
+        config.addinivalue_line(
+            "filterwarnings", r"ignore:Exception ignored in. <socket\.socket:pytest.PytestUnraisableExceptionWarning")
 
 
 def pytest_sessionfinish(session, exitstatus):

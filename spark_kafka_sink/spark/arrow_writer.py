@@ -113,8 +113,6 @@ def rechunk(batches: Iterable[Any], max_rows: int, max_bytes: int) -> Iterator[A
     if max_rows <= 0:
         yield from batches
         return
-    import pyarrow as pa
-
     pending: list[Any] = []
     rows = size = 0
     for batch in batches:

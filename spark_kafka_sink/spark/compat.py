@@ -8,7 +8,9 @@ with the version it needs, instead of failing later on a missing name:
 - the Python Data Source (:mod:`.datasource`, ``df.write.format("spark_kafka_sink")``): PySpark
   4.0 (on Databricks: Runtime 15.4 LTS and newer, which back-port it);
 - the Arrow writer of the Data Source's streaming path: where PySpark has
-  ``DataSourceArrowWriter`` the Data Source checks it itself.
+  ``DataSourceArrowWriter`` the Data Source checks it itself;
+- rows mode on Spark Connect (``DataFrame.foreachPartition`` there): PySpark 4.0. Arrow mode
+  (``mapInArrow``) works on Spark Connect from 3.4; exactly-once needs classic Spark.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ MIN_PYSPARK = (3, 4)
 """The oldest PySpark the sink supports."""
 DATA_SOURCE_PYSPARK = (4, 0)
 """The first PySpark with the Python Data Source API (``pyspark.sql.datasource``)."""
+CONNECT_FOREACH_PARTITION_PYSPARK = (4, 0)
+"""The first PySpark whose Spark Connect DataFrame has ``foreachPartition`` (rows mode)."""
 
 
 def pyspark_version() -> tuple[int, int]:
@@ -66,3 +70,23 @@ def require_data_source_api() -> None:
         f"(the Python Data Source API; on Databricks, Runtime 15.4 LTS or newer); this is PySpark "
         f"{pyspark.__version__}. KafkaSink works on this version: df.writeStream.foreachBatch(sink), "
         f"sink.write(df) or df.foreachPartition(sink.partition_writer(df.schema))")
+
+
+def is_spark_connect(df: object) -> bool:
+    """Whether ``df`` is a Spark Connect DataFrame (``pyspark.sql.connect``), not a classic one."""
+    return type(df).__module__.startswith("pyspark.sql.connect")
+
+
+def require_foreach_partition(df: object) -> None:
+    """``ConfigError`` when rows mode cannot run on ``df``: a Spark Connect DataFrame before
+    PySpark 4.0, where ``foreachPartition`` is missing."""
+    if not is_spark_connect(df) or pyspark_version() >= CONNECT_FOREACH_PARTITION_PYSPARK:
+        return
+    import pyspark
+
+    from ..errors import ConfigError
+
+    raise ConfigError(
+        f"mode='rows' on Spark Connect needs PySpark {_shown(CONNECT_FOREACH_PARTITION_PYSPARK)} or newer "
+        f"(DataFrame.foreachPartition); this is PySpark {pyspark.__version__}. Use mode='arrow' (the "
+        f"default), which runs on Spark Connect from PySpark {_shown(MIN_PYSPARK)}")

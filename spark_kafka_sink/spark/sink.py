@@ -49,6 +49,7 @@ from typing import Any, Mapping
 
 from ..errors import ConfigError
 from .arrow_writer import STATS_SCHEMA, ArrowWriter, merge_stats, sink_frame, stats_transactions
+from .compat import require_foreach_partition
 from .exactly_once import BatchCommit, ExactlyOnceDriver, write_batch_id
 from .metrics import SinkMetricsParam, SinkTaskMetrics, format_line
 from .options import ARROW, DELIVERY_GUARANTEE, EXACTLY_ONCE, SinkConfig
@@ -132,6 +133,7 @@ class KafkaSink:
     def _write_rows(self, df: Any, write_schema: WriteSchema,
                     batch_id: int | None) -> SinkTaskMetrics | None:
         """``foreachPartition``; the accumulated metrics, or ``None`` without a SparkContext."""
+        require_foreach_partition(df)
         accumulator = self._fresh_accumulator(df)
         df.foreachPartition(PartitionWriter(self._config, write_schema, accumulator=accumulator,
                                             batch_id=batch_id))

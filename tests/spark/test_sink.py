@@ -121,7 +121,7 @@ def test_streaming_foreach_batch_exactly_once(spark, kafka, tmp_path, mode):
                                        F.col("trace").cast("binary").alias("value")),
                               F.struct(F.lit("none").alias("key"),
                                        F.lit(None).cast("binary").alias("value"))).alias("headers"),
-                      F.timestamp_millis(F.col("ts")).alias("timestamp")))
+                      F.expr("timestamp_millis(ts)").alias("timestamp")))
     sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "topic": topic, "mode": mode})
     batches = run_available_now(stream, sink, str(tmp_path / "checkpoint"))
     assert [p["numInputRows"] for p in batches] == [bounds[f + 1] - bounds[f] for f in range(files)]

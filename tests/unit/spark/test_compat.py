@@ -7,6 +7,7 @@ import importlib
 import pyspark
 import pytest
 
+from spark_kafka_sink.errors import ConfigError
 from spark_kafka_sink.spark import compat
 
 
@@ -36,3 +37,19 @@ def test_the_data_source_module_loads_exactly_where_the_api_exists():
     with pytest.raises(ImportError, match=r"needs PySpark 4\.0 or newer .*Runtime 15\.4 LTS.*"
                                           r"KafkaSink works on this version"):
         importlib.import_module("spark_kafka_sink.spark.datasource")
+
+
+def _frame_from(module: str) -> object:
+    return type("DataFrame", (), {"__module__": module})()
+
+
+def test_rows_mode_on_spark_connect_needs_4_0_and_names_arrow_mode(monkeypatch):
+    connect, classic = _frame_from("pyspark.sql.connect.dataframe"), _frame_from("pyspark.sql.dataframe")
+    assert compat.is_spark_connect(connect) and not compat.is_spark_connect(classic)
+    monkeypatch.setattr(pyspark, "__version__", "3.5.2")
+    compat.require_foreach_partition(classic)
+    with pytest.raises(ConfigError, match=r"mode='rows' on Spark Connect needs PySpark 4\.0 or newer "
+                                          r".*this is PySpark 3\.5\.2\. Use mode='arrow'"):
+        compat.require_foreach_partition(connect)
+    monkeypatch.setattr(pyspark, "__version__", "4.0.0")
+    compat.require_foreach_partition(connect)
