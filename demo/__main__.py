@@ -10,6 +10,10 @@ Steps, each printed as it happens:
 5. read the topic back with confluent-kafka and compare: rows generated = written = read back,
    and every key is its event's ``user_id``.
 
+With ``--cluster`` step 4 runs on a Spark standalone cluster on loopback instead of ``local[2]``
+(a master and two workers from pyspark's ``spark-class``, each worker with its own executor JVM
+and Python workers): the path a job takes when it scales out.
+
 Exit status 0 when everything matches, 1 otherwise. The broker is always stopped, and the work
 directory removed unless ``--keep``.
 """
@@ -17,6 +21,7 @@ directory removed unless ``--keep``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import sys
@@ -31,6 +36,9 @@ from .readback import read_back
 from .spark_job import run_stream_job
 
 PARTITIONS = 6
+CLUSTER_WORKERS = 2
+# --cluster: one 1-core executor per worker with a small heap (2 cores, as local[2] has)
+CLUSTER_CONF = {"spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": "2"}
 SPARK_TIMEOUT_S = 900.0
 READ_TIMEOUT_S = 180.0
 
@@ -51,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap", metavar="HOST:PORT[,...]",
                         help="use this Kafka cluster instead of starting an embedded broker")
     parser.add_argument("--seed", type=int, default=7, help="random seed of the data (default 7)")
+    parser.add_argument("--cluster", action="store_true",
+                        help="run the job on a Spark standalone cluster (a master and 2 workers on "
+                             "loopback, each with its own executor) instead of local[2]")
     return parser
 
 
@@ -111,10 +122,23 @@ def _run(args: argparse.Namespace, work: Path, bootstrap: str, topic: str, per_t
                 "--checkpoint", str(work / "checkpoint"), "--trigger", "availableNow",
                 "--max-files-per-trigger", str(per_trigger), "--metrics-json", str(metrics_path),
                 "--timeout", str(SPARK_TIMEOUT_S - 60)]
-    say(f"4. Spark: spark-submit jobs/stream_to_kafka.py --trigger availableNow --key-column user_id "
-        f"--max-files-per-trigger {per_trigger}")
-    run = run_stream_job(job_args, work / "spark-job.log", timeout_s=SPARK_TIMEOUT_S,
-                         echo=lambda line: say(f"   {line}"))
+    with contextlib.ExitStack() as stack:
+        master, conf = None, None
+        if args.cluster:
+            from spark_kafka_sink.testing.spark_standalone import SparkStandalone
+
+            say("4. Spark: starting a standalone cluster on loopback (a master, 2 workers)...")
+            cluster = stack.enter_context(SparkStandalone(work / "spark-cluster", workers=CLUSTER_WORKERS))
+            master, conf = cluster.master_url, CLUSTER_CONF
+            say(f"   master at {master}; each worker gets its own executor JVM for the job")
+        say(f"{'   ' if args.cluster else '4. Spark: '}spark-submit {'--master ' + master + ' ' if master else ''}"
+            f"jobs/stream_to_kafka.py --trigger availableNow --key-column user_id "
+            f"--max-files-per-trigger {per_trigger}")
+        run = run_stream_job(job_args, work / "spark-job.log", timeout_s=SPARK_TIMEOUT_S,
+                             echo=lambda line: say(f"   {line}"), master=master, conf=conf)
+        if args.cluster:
+            tasks = [(path.parent.name, _tasks_run(path)) for path in cluster.executor_logs()]
+            say("   tasks run per executor: " + ", ".join(f"executor {name}: {count}" for name, count in tasks))
     if run.returncode != 0 or not metrics_path.is_file():
         say(f"   FAILED: spark-submit exited with {run.returncode}; the last lines of its log:")
         for line in _tail(run.log, 25):
@@ -140,13 +164,21 @@ def _run(args: argparse.Namespace, work: Path, bootstrap: str, topic: str, per_t
 
     totals = metrics.get("metrics_total") or {}
     shown = ("record-send-total", "record-retry-total", "record-error-total", "byte-total",
-             "batch-total", "request-total", "request-latency-avg", "task-total")
+             "batch-total", "request-total", "request-latency-avg", "task-total", "producer-create-total")
     say("Sink metrics (whole run): " + ", ".join(
         f"{name}={_figure(totals.get(name))}{' ms' if name.endswith('-avg') else ''}"
         for name in shown if name in totals))
     say("RESULT: OK, every event arrived exactly once" if ok else
         "RESULT: MISMATCH, the counts above differ")
     return 0 if ok else 1
+
+
+def _tasks_run(executor_log: Path) -> int:
+    """How many tasks an executor started, from its log (Spark's "Running task" lines)."""
+    try:
+        return executor_log.read_text(encoding="utf-8", errors="replace").count("Running task ")
+    except OSError:
+        return 0
 
 
 def _figure(value) -> str:

@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from spark_kafka_sink.spark.submit import spark_submit_command
 
@@ -35,10 +35,12 @@ class SparkRun:
     summary: tuple[str, ...]
 
 
-def run_stream_job(args: Sequence[str], log: Path, *, timeout_s: float,
-                   echo: Callable[[str], None]) -> SparkRun:
-    """``spark-submit jobs/stream_to_kafka.py ARGS``; ``echo`` gets each micro-batch line."""
-    command = spark_submit_command(STREAM_JOB, list(args), conf_dir=CONF)
+def run_stream_job(args: Sequence[str], log: Path, *, timeout_s: float, echo: Callable[[str], None],
+                   master: str | None = None, conf: Mapping[str, str] | None = None) -> SparkRun:
+    """``spark-submit jobs/stream_to_kafka.py ARGS``; ``echo`` gets each micro-batch line.
+    ``master`` (a standalone cluster's URL) replaces the defaults' ``local[2]``; ``conf`` adds
+    ``--conf`` settings."""
+    command = spark_submit_command(STREAM_JOB, list(args), conf_dir=CONF, master=master, conf=conf)
     started = time.monotonic()
     with open(log, "w", encoding="utf-8") as log_file:
         process = subprocess.Popen(command.argv, env=command.environ(), cwd=ROOT, text=True,

@@ -31,22 +31,26 @@ class SparkSubmit:
 
 
 def spark_submit_command(script: str | Path, args: Sequence[str], *, conf_dir: str | Path,
-                         python: str | None = None) -> SparkSubmit:
+                         python: str | None = None, master: str | None = None,
+                         conf: Mapping[str, str] | None = None) -> SparkSubmit:
     """How to run ``script`` with ``spark-submit`` as docs/ARCHITECTURE.md says ("Spark in tests and
     local runs"): workers and driver on
     ``python`` (default: this interpreter, which has pyarrow and this package), loopback only,
     ``conf_dir/spark-defaults.conf``, and ``conf_dir/log4j2.properties`` added to the driver
-    Java options that file sets (``--driver-java-options`` replaces them, so both go in)."""
+    Java options that file sets (``--driver-java-options`` replaces them, so both go in).
+    ``master`` (e.g. a standalone cluster's ``spark://127.0.0.1:7077``) replaces that file's
+    ``local[2]``; ``conf`` adds ``--conf key=value`` settings."""
     python = python or sys.executable
-    conf = Path(conf_dir).resolve()
+    settings = [part for key, value in (conf or {}).items() for part in ("--conf", f"{key}={value}")]
+    conf_path = Path(conf_dir).resolve()
     submit = Path(python).parent / "spark-submit"
     found = str(submit) if submit.is_file() else shutil.which("spark-submit")
     if not found:
         raise JobError(f"spark-submit is neither next to {python} nor on PATH; install pyspark")
-    defaults = conf / "spark-defaults.conf"
+    defaults = conf_path / "spark-defaults.conf"
     java_options = load_properties(defaults).get("spark.driver.extraJavaOptions", "")
-    log4j = f"-Dlog4j2.configurationFile={(conf / 'log4j2.properties').as_uri()}"
-    argv = (found, "--properties-file", str(defaults),
-            "--driver-java-options", f"{java_options} {log4j}".strip(), str(script), *args)
+    log4j = f"-Dlog4j2.configurationFile={(conf_path / 'log4j2.properties').as_uri()}"
+    argv = (found, "--properties-file", str(defaults), *(("--master", master) if master else ()),
+            *settings, "--driver-java-options", f"{java_options} {log4j}".strip(), str(script), *args)
     env = {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python, "SPARK_LOCAL_IP": "127.0.0.1"}
     return SparkSubmit(argv, MappingProxyType(env))

@@ -137,6 +137,18 @@ def test_spark_submit_keeps_the_defaults_java_options_and_adds_the_quiet_log4j2(
     assert Path(command.argv[0]).name == "spark-submit"
     assert dict(command.env) == {"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
                                  "PYSPARK_DRIVER_PYTHON": sys.executable}
+    assert "--master" not in command.argv and "--conf" not in command.argv  # the defaults' local[2]
+
+
+def test_spark_submit_on_a_cluster_takes_its_master_and_settings_before_the_script():
+    command = spark_submit_command("job.py", ["--x"], conf_dir=CONF, master="spark://127.0.0.1:7077",
+                                   conf={"spark.executor.memory": "512m", "spark.cores.max": "2"})
+    argv = list(command.argv)
+    assert argv[argv.index("--master") + 1] == "spark://127.0.0.1:7077"
+    assert [argv[i + 1] for i, part in enumerate(argv) if part == "--conf"] == [
+        "spark.executor.memory=512m", "spark.cores.max=2"]
+    assert argv.index("--properties-file") < argv.index("--master") < argv.index("job.py")
+    assert argv[-2:] == ["job.py", "--x"]
 
 
 def test_metrics_over_a_run_add_up_and_serialize_without_nan():
