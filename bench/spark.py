@@ -206,7 +206,7 @@ class Connector:
 # What the Spark runtime (pyspark/jars) already ships, as a cluster would: left out of the
 # resolution so that no second copy of them lands on the classpath (and no 60 MB Hadoop download).
 PROVIDED_BY_SPARK = ("org.slf4j:slf4j-api", "org.apache.hadoop:hadoop-client-api",
-                     "org.apache.hadoop:hadoop-client-runtime", "org.lz4:lz4-java",
+                     "org.apache.hadoop:hadoop-client-runtime", "org.lz4:lz4-java", "at.yawk.lz4:lz4-java",
                      "org.xerial.snappy:snappy-java", "com.github.luben:zstd-jni",
                      "com.google.code.findbugs:jsr305",
                      "org.scala-lang.modules:scala-parallel-collections_2.13")
