@@ -311,6 +311,10 @@ class ProducerConfig:
         base = {name: mine[name] for name in PROPERTIES if name in self._explicit}
         return type(self)({**base, **_java_names(properties, overrides)})
 
+    def is_set(self, name: str) -> bool:
+        """Whether the caller set the property ``name`` (Java name), rather than left its default."""
+        return _check_name(name) in self._explicit
+
     def to_properties(self, redact: bool = False) -> dict[str, Any]:
         """Every property by Java name, as :meth:`from_properties` reads back to an equal config.
         With ``redact``, secrets that are set read ``"[hidden]"``."""

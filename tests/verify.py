@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -133,3 +134,38 @@ def assert_no_open_transaction(bootstrap: str, topic: str, partitions: int, *,
             raise AssertionError(f"{topic}: transactions left open (last stable {stable}, high "
                                  f"{high}) {timeout_s} s after the write")
         time.sleep(0.2)
+
+
+@dataclass(frozen=True)
+class StoredBatch:
+    """One record batch as the broker stored it (Kafka's ``DumpLogSegments``): its first offset,
+    record count and size in bytes (the 61-byte header included)."""
+
+    base_offset: int
+    count: int
+    size: int
+
+
+_BATCH_LINE = re.compile(r"^baseOffset: (\d+) lastOffset: \d+ count: (\d+) .* size: (\d+) ")
+
+
+def stored_batches(kafka, topic: str, partition: int, *, timeout_s: float = 60.0) -> list[StoredBatch]:
+    """The record batches of ``topic``-``partition`` in the embedded broker's log files, as Apache
+    Kafka's own ``kafka.tools.DumpLogSegments`` reads them: how the broker stored what a producer
+    sent, batch by batch, independent of our decoder. Needs the one-node embedded ``kafka``."""
+    import subprocess
+
+    from spark_kafka_sink.embedded.java import find_java
+    from spark_kafka_sink.embedded.jars import resolve_kafka_jars
+
+    directory = kafka.nodes[0].data_dir / f"{topic}-{partition}"
+    segments = sorted(directory.glob("*.log"))
+    assert segments, f"no log segment in {directory}"
+    out = subprocess.run(
+        [find_java(), "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Xmx256m", "-cp",
+         resolve_kafka_jars().classpath, "kafka.tools.DumpLogSegments", "--files",
+         ",".join(map(str, segments))],
+        capture_output=True, text=True, timeout=timeout_s)
+    assert out.returncode == 0, f"DumpLogSegments failed: {out.stderr[-2000:]}"
+    return [StoredBatch(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+            for line in out.stdout.splitlines() if (m := _BATCH_LINE.match(line))]

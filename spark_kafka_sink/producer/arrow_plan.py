@@ -62,7 +62,7 @@ class PartitionPlan:
 def plan_partitions(topic: str, view: TopicView, *, rows: int, keys: Any = None,
                     explicit: Any = None, sizes: np.ndarray | None = None,
                     sticky: StickyPartitioner | None = None,
-                    ignore_keys: bool = False) -> PartitionPlan:
+                    ignore_keys: bool = False, batch_size: int | None = None) -> PartitionPlan:
     """The partition of each of ``rows`` rows of ``topic`` (``view``: its partition count and
     available partitions in the current metadata).
 
@@ -70,7 +70,8 @@ def plan_partitions(topic: str, view: TopicView, *, rows: int, keys: Any = None,
     ``explicit``: a pyarrow integer array of partitions (null: choose as if absent) or ``None``.
     ``sizes``: each row's record size in bytes (int64), which the sticky runs count; needed
     when some row has neither an explicit partition nor a key. ``sticky``: the producer's sticky
-    partitioner for those rows.
+    partitioner for those rows; ``batch_size``: the bytes a sticky run takes before it switches
+    (default: the partitioner's ``batch.size``; ``send_arrow`` passes its bulk batch size).
     """
     count = view.partitions
     if count < 1:
@@ -89,7 +90,8 @@ def plan_partitions(topic: str, view: TopicView, *, rows: int, keys: Any = None,
     if len(unassigned):
         if sticky is None or sizes is None:
             raise ValueError("rows without a key or a partition need a sticky partitioner and sizes")
-        partitions[unassigned] = sticky_runs(topic, view, sticky, np.asarray(sizes)[unassigned])
+        partitions[unassigned] = sticky_runs(topic, view, sticky, np.asarray(sizes)[unassigned],
+                                             batch_size=batch_size)
     return PartitionPlan(partitions, group_by_partition(partitions))
 
 
@@ -112,15 +114,17 @@ def _apply_explicit(topic: str, count: int, explicit: Any, partitions: np.ndarra
 
 
 def sticky_runs(topic: str, view: TopicView, sticky: StickyPartitioner,
-                sizes: np.ndarray) -> np.ndarray:
+                sizes: np.ndarray, batch_size: int | None = None) -> np.ndarray:
     """The sticky partition of each row of ``sizes`` (record bytes, in row order), switching as
-    :class:`StickyPartitioner` does once ``batch.size`` bytes went to the current partition."""
+    :class:`StickyPartitioner` does once ``batch_size`` bytes (default: its ``batch.size``) went
+    to the current partition."""
+    batch_size = sticky.batch_size if batch_size is None else batch_size
     out = np.empty(len(sizes), dtype=np.int32)
     ends = np.cumsum(sizes, dtype=np.int64)
     start, done = 0, 0
     while start < len(sizes):
         current = sticky.peek(topic, view)
-        room = max(1, sticky.batch_size - current.produced_bytes)
+        room = max(1, batch_size - current.produced_bytes)
         # the run takes rows until their bytes reach ``room`` (the row that reaches it included)
         stop = min(len(sizes), int(np.searchsorted(ends, done + room, side="left")) + 1)
         out[start:stop] = current.partition

@@ -45,6 +45,7 @@ from ..structs import TopicPartition
 from .accumulator import RecordAccumulator
 from .arrow_input import DEFAULT, ArrowSendResult, resolve_columns, timestamps_ms
 from .buffer_pool import BufferPool
+from .bulk import bulk_batch_size
 from .future import RecordFuture
 from .metrics import ProducerMetrics
 from .metrics_snapshot import MetricsSnapshot
@@ -159,6 +160,8 @@ class KafkaProducer:
         # work with max(1, batch.size), as Java's KafkaProducer; the accumulator closes every batch
         # after its first record
         self._batch_size = batch_size = max(1, cfg.batch_size)
+        # send_arrow builds batches as large as useful unless batch.size was set (bulk.py)
+        self._bulk_batch_size = bulk_batch_size(cfg)
         self._pool = BufferPool(cfg.buffer_memory, batch_size, clock=clock)
         transaction_manager = TransactionManager(
             cfg.transactional_id, cfg.transaction_timeout_ms) if cfg.enable_idempotence else None
@@ -354,19 +357,20 @@ class KafkaProducer:
         sizes = row_sizes(columns)
         plan = plan_partitions(topic, self._route(snapshot, topic).view, rows=columns.rows,
                                keys=columns.key, explicit=columns.partition, sizes=sizes,
-                               sticky=self._partitioner, ignore_keys=self._ignore_keys)
+                               sticky=self._partitioner, ignore_keys=self._ignore_keys,
+                               batch_size=self._bulk_batch_size)
 
         def prepare(start: int, stop: int) -> Any:
             return prepare_rows(topic, columns.slice(start, stop), timestamps[start:stop],
                                 plan.slice(start, stop), self._max_record_size, limit, row_offset=start)
 
-        chunks = row_chunks(sizes, max(_ARROW_CHUNK_BYTES, 4 * self._batch_size), _ARROW_CHUNK_ROWS)
+        chunks = row_chunks(sizes, max(_ARROW_CHUNK_BYTES, 4 * self._bulk_batch_size), _ARROW_CHUNK_ROWS)
         first = prepare(*chunks[0])
         for start, stop in chunks[1:]:  # every record is checked before anything is queued
             prepare(start, stop)
         for index, (start, stop) in enumerate(chunks):
             prepared = first if index == 0 else prepare(start, stop)
-            encoded = encode_rows(prepared, batch_size=self._batch_size,
+            encoded = encode_rows(prepared, batch_size=self._bulk_batch_size,
                                   compression_type=self._accumulator.compression_type,
                                   compression_level=self._accumulator.compression_level)
             error = self._queue_batches(turns(encoded), result)

@@ -80,6 +80,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..config import JAVA_ONLY, PROPERTIES, ProducerConfig
+from ..producer.bulk import bulk_batch_size
 from ..errors import ConfigError
 from ..producer.topics import topic_name_problem
 
@@ -290,6 +291,8 @@ class SinkConfig:
             producer_config = ProducerConfig.from_properties(properties)
         except ConfigError as error:  # name the option as the user wrote it: kafka.<property>
             raise ConfigError(f"producer option (kafka.*): {error}") from None
+        if not producer_config.is_set("batch.size"):  # a bulk writer's batches (producer/bulk.py)
+            producer_config = producer_config.with_overrides({"batch.size": bulk_batch_size(producer_config)})
         prefix = sink.get(TXN_PREFIX)
         if prefix is not None and not isinstance(prefix, str):
             raise ConfigError(f"option {TXN_PREFIX!r} must be a string, got {type(prefix).__name__}")

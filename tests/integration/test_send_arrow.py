@@ -19,7 +19,7 @@ from spark_kafka_sink.producer.partitioner import partition_for_key
 from spark_kafka_sink.record import CompressionType
 
 from ..helpers import create_topic
-from ..verify import consume_all, end_offsets
+from ..verify import consume_all, end_offsets, stored_batches
 
 pytestmark = pytest.mark.broker
 
@@ -217,3 +217,30 @@ def test_with_errors_tolerance_all_bad_rows_are_left_out_and_refused_records_kep
         assert "Compacted topic cannot accept message without key" in str(refused.error)
     records = consume_all(bootstrap, topic, 2, expected_count=1)
     assert [(r.key, r.value, r.headers) for p in records.values() for r in p] == [(b"a", b"1", [("h", b"x")])]
+
+
+@pytest.mark.parametrize("settings, largest", [
+    ({}, 1 << 20),                          # batch.size not set: bulk batches of up to 1 MiB
+    ({"batch.size": 16384}, 16384),         # set: honoured exactly
+    ({"max.request.size": 262144}, 262144),  # not set, and capped by max.request.size
+], ids=["default", "explicit", "capped"])
+def test_record_batches_are_sized_for_bulk_writes_unless_batch_size_is_set(kafka, settings, largest):
+    if not hasattr(kafka, "nodes"):
+        pytest.skip("KAFKA_BOOTSTRAP points at an external cluster: its log files are not here")
+    topic = unique("bulk")
+    create_topic(kafka.bootstrap_servers, topic, 1)
+    count = 40_000  # about 4.4 MB in one partition: several 1 MiB batches
+    table = pa.table({"value": pa.array([i.to_bytes(4, "big") * 25 for i in range(count)], pa.binary())})
+    with KafkaProducer({"bootstrap.servers": kafka.bootstrap_servers, **settings}) as producer:
+        result = producer.send_arrow(topic, table)
+        producer.flush()
+    assert result.failed == 0 and result.acked == count
+    assert sum(len(part) for part in consume_all(kafka.bootstrap_servers, topic, 1,
+                                                 expected_count=count).values()) == count
+
+    batches = stored_batches(kafka, topic, 0)
+    assert sum(b.count for b in batches) == count
+    sizes = [b.size for b in batches]
+    assert max(sizes) <= largest, sizes
+    # every batch but the input's last is full: within one record of the limit
+    assert all(size > largest - 200 for size in sizes[:-1]), sizes

@@ -39,7 +39,7 @@ def test_kafka_options_pass_through_with_the_prefix_stripped():
                                       "kafka.enable.idempotence": False, "kafka.client.id": "etl"})
     assert config.producer_config == ProducerConfig.from_properties(
         {"bootstrap.servers": "localhost:9092", "linger.ms": 20, "acks": "1",
-         "enable.idempotence": "false", "client.id": "etl"})
+         "enable.idempotence": "false", "client.id": "etl", "batch.size": 1 << 20})
     assert config.producer_config.linger_ms == 20 and config.producer_config.acks == 1
 
 
@@ -230,9 +230,26 @@ def test_secrets_never_appear_in_repr_redacted_or_errors():
 
 def test_redacted_shows_only_what_differs_from_the_defaults():
     config = make(topic="events", **{"kafka.linger.ms": 10, "producer.cache.timeout": "1m"})
+    # kafka.batch.size: the sink's own choice for bulk writes (producer/bulk.py), shown as it is used
     assert config.redacted() == {"kafka.bootstrap.servers": "localhost:9092", "kafka.linger.ms": 10,
-                                 "topic": "events", "producer.cache.timeout": "60000ms"}
-    assert repr(make()) == "SinkConfig(kafka.bootstrap.servers='localhost:9092')"
+                                 "kafka.batch.size": 1 << 20, "topic": "events",
+                                 "producer.cache.timeout": "60000ms"}
+    assert repr(make()) == "SinkConfig(kafka.bootstrap.servers='localhost:9092', kafka.batch.size=1048576)"
+
+
+# --- batch.size ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("given, chosen", [
+    ({}, 1 << 20),                                                   # the bulk default, 1 MiB
+    ({"kafka.batch.size": "16384"}, 16384),                          # set: honoured exactly
+    ({"kafka.batch.size": "0"}, 0),                                  # no batching, as asked
+    ({"kafka.batch.size": "4194304", "kafka.max.request.size": "8388608"}, 4 << 20),
+    ({"kafka.max.request.size": "262144"}, 256 << 10),               # capped by max.request.size
+    ({"kafka.buffer.memory": "1048576"}, 256 << 10),                 # a quarter of buffer.memory
+    ({"kafka.buffer.memory": "32768"}, 16384),                       # never below the plain default
+])
+def test_the_sink_builds_bulk_batches_unless_batch_size_is_set(given, chosen):
+    assert make(**given).producer_config.batch_size == chosen
 
 
 # --- mode ------------------------------------------------------------------------------------------
