@@ -15,13 +15,17 @@ runs in the same SparkSession, against the same broker, each into a fresh topic 
   (``errors.tolerance=all`` and a dead-letter topic): what leaving it on costs when no row is bad;
 - ``builtin``: Spark's own Kafka sink, ``df.write.format("kafka").save()``; its connector comes
   from ``spark.jars.packages``, resolved by Spark's Ivy into a cache directory;
+- ``ours-defaults`` / ``builtin-defaults``: the same two with each side's own defaults (no
+  ``kafka.*`` producer settings but the codec): what a user gets without tuning;
 - ``confluent``: a confluent-kafka ``Producer`` per task in ``foreachPartition``;
 - ``noop-foreach`` / ``noop-arrow``: the floors, which only iterate the rows (``foreachPartition``)
   or the Arrow batches (``mapInArrow``).
 
 Throughput is what landed on the broker (for the no-ops: the rows their tasks saw) over the
-seconds of the write action. The last lines printed are the ratios of KafkaSink (arrow mode) to
-its peers.
+seconds of the write action. Beside it, the CPU seconds per 1M rows that the write cost the
+broker, the Spark JVM and the Python workers (``bench/cpu.py``, from ``/proc``). ``--codec`` sets
+``compression.type`` for every contender. The last lines printed are the ratios of KafkaSink
+(arrow mode) to its peers, each with both sides' CPU split.
 
     python -m bench.spark --rows 100000 --contenders ours-arrow,ours-rows,builtin,confluent
 """
@@ -43,20 +47,24 @@ from pathlib import Path
 from typing import Any
 
 from . import admin
-from .peers import SETTINGS
+from .cpu import CpuMeter, CpuSplit, spark_jvm
+from .peers import SETTINGS, Settings
 from .workers import WorkerPeaks
 
-CONTENDERS = ("ours-arrow", "ours-tolerant", "ours-eos", "ours-rows", "builtin", "confluent",
-              "noop-foreach", "noop-arrow")
+CONTENDERS = ("ours-arrow", "ours-tolerant", "ours-eos", "ours-rows", "builtin", "ours-defaults",
+              "builtin-defaults", "confluent", "noop-foreach", "noop-arrow")
 ALIASES = {"ours": "ours-arrow"}
 LABELS = {"ours-arrow": "KafkaSink arrow (ours)", "ours-rows": "KafkaSink rows (ours)",
           "ours-eos": "KafkaSink arrow exactly-once",
           "ours-tolerant": "KafkaSink arrow errors.tolerance=all",
-          "builtin": "Spark built-in sink",
+          "builtin": "Spark built-in sink", "ours-defaults": "KafkaSink arrow, defaults",
+          "builtin-defaults": "Spark built-in, defaults",
           "confluent": "confluent foreachPartition", "noop-foreach": "no-op foreachPartition",
           "noop-arrow": "no-op mapInArrow"}
-WRITES_TO_KAFKA = ("ours-arrow", "ours-tolerant", "ours-eos", "ours-rows", "builtin", "confluent")
-RATIO_OF = "ours-arrow"  # the contender the last lines compare with its peers
+WRITES_TO_KAFKA = ("ours-arrow", "ours-tolerant", "ours-eos", "ours-rows", "builtin", "ours-defaults",
+                   "builtin-defaults", "confluent")
+USES_CONNECTOR = ("builtin", "builtin-defaults")
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 TOPIC_PARTITIONS = 6
 DF_PARTITIONS = 2  # one per local[2] core
 DRIVER_MEMORY = "1g"
@@ -80,9 +88,11 @@ class ConfluentJob:
 
     bootstrap: str
     topic: str
+    compression: str = "none"
 
     def config(self) -> dict[str, str]:
-        return {"bootstrap.servers": self.bootstrap, **SETTINGS.as_properties()}
+        return {"bootstrap.servers": self.bootstrap,
+                **replace(SETTINGS, compression=self.compression).as_properties()}
 
 
 def confluent_task(job: ConfluentJob, sent: Any, full_waits: Any, rows: Iterable[Any]) -> None:
@@ -337,6 +347,8 @@ class Context:
     spark: Any
     df: Any
     bootstrap: str
+    settings: Settings = SETTINGS
+    cpu: CpuMeter | None = None
 
 
 @dataclass(frozen=True)
@@ -347,16 +359,21 @@ class Outcome:
     detail: str = ""
 
 
-def kafka_options() -> dict[str, str]:
-    """The producer settings as Spark-style ``kafka.*`` options (ours and the built-in sink)."""
-    return {f"kafka.{name}": value for name, value in SETTINGS.as_properties().items()}
+def kafka_options(settings: Settings, defaults: bool = False) -> dict[str, str]:
+    """The producer settings as Spark-style ``kafka.*`` options (ours and the built-in sink);
+    with ``defaults``, only the codec (each side keeps its own defaults for the rest)."""
+    properties = settings.as_properties()
+    if defaults:
+        properties = {"compression.type": properties["compression.type"]} \
+            if settings.compression != "none" else {}
+    return {f"kafka.{name}": value for name, value in properties.items()}
 
 
-def write_ours(mode: str, ctx: Context, topic: str, **options: str) -> Outcome:
+def write_ours(mode: str, ctx: Context, topic: str, defaults: bool = False, **options: str) -> Outcome:
     from spark_kafka_sink.spark.sink import KafkaSink
 
     KafkaSink(**{"kafka.bootstrap.servers": ctx.bootstrap, "topic": topic, "mode": mode,
-                 **kafka_options(), **options}).write(ctx.df)
+                 **kafka_options(ctx.settings, defaults), **options}).write(ctx.df)
     return Outcome()
 
 
@@ -377,7 +394,8 @@ def write_ours_exactly_once(ctx: Context, topic: str) -> Outcome:
 
     sink = KafkaSink(**{"kafka.bootstrap.servers": ctx.bootstrap, "topic": topic, "mode": "arrow",
                         "delivery.guarantee": "exactly-once",
-                        "transactional.id.prefix": f"bench-{uuid.uuid4().hex[:8]}", **kafka_options()})
+                        "transactional.id.prefix": f"bench-{uuid.uuid4().hex[:8]}",
+                        **kafka_options(ctx.settings)})
     try:
         sink.write(ctx.df)
     finally:
@@ -388,10 +406,10 @@ def write_ours_exactly_once(ctx: Context, topic: str) -> Outcome:
                          "(record, commit, record)")
 
 
-def write_builtin(ctx: Context, topic: str) -> Outcome:
+def write_builtin(ctx: Context, topic: str, defaults: bool = False) -> Outcome:
     writer = (ctx.df.write.format("kafka")
               .option("kafka.bootstrap.servers", ctx.bootstrap).option("topic", topic))
-    for name, value in kafka_options().items():
+    for name, value in kafka_options(ctx.settings, defaults).items():
         writer = writer.option(name, value)
     writer.save()
     return Outcome()
@@ -400,7 +418,8 @@ def write_builtin(ctx: Context, topic: str) -> Outcome:
 def write_confluent(ctx: Context, topic: str) -> Outcome:
     context = ctx.spark.sparkContext
     sent, waits = context.accumulator(0), context.accumulator(0)
-    ctx.df.foreachPartition(partial(confluent_task, ConfluentJob(ctx.bootstrap, topic), sent, waits))
+    ctx.df.foreachPartition(partial(confluent_task, ConfluentJob(ctx.bootstrap, topic, ctx.settings.compression),
+                                    sent, waits))
     return Outcome(None, f"{waits.value} BufferError waits")
 
 
@@ -419,6 +438,8 @@ RUNNERS: dict[str, Callable[[Context, Any], Outcome]] = {
     "ours-arrow": partial(write_ours, "arrow"), "ours-rows": partial(write_ours, "rows"),
     "ours-eos": write_ours_exactly_once, "ours-tolerant": write_ours_tolerant,
     "builtin": write_builtin, "confluent": write_confluent,
+    "ours-defaults": partial(write_ours, "arrow", defaults=True),
+    "builtin-defaults": partial(write_builtin, defaults=True),
     "noop-foreach": run_noop_foreach, "noop-arrow": run_noop_arrow,
 }
 
@@ -435,6 +456,7 @@ class Attempt:
     rows_per_s: float | None = None
     worker_rss_mb: float | None = None
     detail: str = ""
+    cpu: CpuSplit | None = None  # CPU seconds per 1M rows: broker, Spark JVM, Python workers
 
 
 class Deadline:
@@ -464,8 +486,9 @@ def measure(contender: str, ctx: Context, args: argparse.Namespace) -> Attempt:
     context = ctx.spark.sparkContext
     group = f"bench-{topic}"
     context.setJobGroup(group, LABELS[contender], interruptOnCancel=True)
-    peaks = WorkerPeaks() if contender != "builtin" else None
+    peaks = WorkerPeaks() if contender not in USES_CONNECTOR else None
     error: Exception | None = None
+    cpu_before = ctx.cpu.read() if ctx.cpu else None
     began = time.monotonic()
     deadline = Deadline(context, group, args.max_seconds)
     try:
@@ -474,6 +497,7 @@ def measure(contender: str, ctx: Context, args: argparse.Namespace) -> Attempt:
         outcome, error = Outcome(), exc
     finally:
         seconds = time.monotonic() - began
+        cpu = ctx.cpu.read() - cpu_before if ctx.cpu and cpu_before else None
         deadline.cancel()
         rss = peaks.stop() if peaks else None
         context.setJobGroup(f"bench-idle-{uuid.uuid4().hex[:8]}", "idle")
@@ -489,7 +513,8 @@ def measure(contender: str, ctx: Context, args: argparse.Namespace) -> Attempt:
         outcome = replace(outcome, detail=f"{admin.landed(ctx.bootstrap, dead_letter_topic(topic), 1)} "
                                           "dead letters")
     return Attempt(contender, status, rows, seconds, rows / seconds if seconds else None, rss,
-                   "; ".join(filter(None, [outcome.detail, detail])))
+                   "; ".join(filter(None, [outcome.detail, detail])),
+                   cpu.per_million(rows) if cpu is not None and rows else None)
 
 
 def _status(rows: int, wanted: int, capped: bool, error: Exception | None, cap_s: float,
@@ -542,44 +567,57 @@ def _fmt(value: float | None, spec: str) -> str:
 def table(rows: list[Attempt]) -> str:
     builtin = next((r.rows_per_s for r in rows if r.contender == "builtin" and r.status == "ok"), None)
     head = f"{'contender':<28}{'rows':>10}{'seconds':>9}{'rows/s':>11}{'vs built-in':>13}" \
-           f"{'worker RSS MB':>15}  status"
+           f"{'worker RSS MB':>15}{'CPU s/1M: broker':>18}{'JVM':>6}{'Python':>8}{'total':>7}  status"
     lines = [head, "-" * len(head)]
     for row in rows:
         if row.status == "not available":
             lines.append(f"{LABELS[row.contender]:<28}not available: {row.detail}")
             continue
         vs = row.rows_per_s / builtin if builtin and row.rows_per_s else None
+        cpu = row.cpu
         lines.append(f"{LABELS[row.contender]:<28}{row.rows:>10}{_fmt(row.seconds, '.2f'):>9}"
                      f"{_fmt(row.rows_per_s, ',.0f'):>11}{_fmt(vs, '.2f'):>13}"
-                     f"{_fmt(row.worker_rss_mb, '.0f'):>15}  {row.status}")
+                     f"{_fmt(row.worker_rss_mb, '.0f'):>15}{_fmt(cpu and cpu.broker, '.2f'):>18}"
+                     f"{_fmt(cpu and cpu.jvm, '.2f'):>6}{_fmt(cpu and cpu.python, '.2f'):>8}"
+                     f"{_fmt(cpu and cpu.total, '.2f'):>7}  {row.status}")
     notes = [f"  {LABELS[r.contender]}: {r.detail}" for r in rows if r.detail and r.status != "not available"]
     return "\n".join(lines + (["notes:"] + notes if notes else []))
 
 
 @dataclass(frozen=True)
 class Ratio:
-    """KafkaSink's (arrow mode) rows/s over a peer's, from the same run (``None`` if either is
-    missing)."""
+    """A contender's rows/s over a peer's, from the same run (``None`` if either is missing), with
+    both sides' CPU seconds per 1M rows."""
 
+    ours: str
     peer: str
     value: float | None
-    inverse: bool = False
-    """The peer over KafkaSink arrow instead (exactly-once over at-least-once)."""
+    ours_cpu: CpuSplit | None = None
+    peer_cpu: CpuSplit | None = None
 
     def line(self) -> str:
         shown = _fmt(self.value, '.2f') if self.value else 'n/a'
-        if self.inverse:
-            return f"{LABELS[self.peer]} / KafkaSink arrow: {shown}"
-        return f"KafkaSink arrow / {LABELS[self.peer]}: {shown}"
+        text = f"{LABELS[self.ours]} / {LABELS[self.peer]}: {shown}"
+        if self.ours_cpu and self.peer_cpu:
+            a, b = self.ours_cpu, self.peer_cpu
+            text += (f"; CPU s per 1M rows {a.total:.2f} vs {b.total:.2f} (broker {a.broker:.2f} vs "
+                     f"{b.broker:.2f}, Spark JVM {a.jvm:.2f} vs {b.jvm:.2f}, Python {a.python:.2f} vs "
+                     f"{b.python:.2f})")
+        return text
+
+
+RATIO_PAIRS = (("ours-arrow", "builtin"), ("ours-defaults", "builtin-defaults"), ("ours-arrow", "confluent"),
+               ("ours-arrow", "noop-arrow"), ("ours-eos", "ours-arrow"))
+"""(contender, peer) pairs the closing lines compare: equal settings, both sides' defaults, ..."""
 
 
 def ratios(rows: list[Attempt]) -> list[Ratio]:
-    rates = {r.contender: r.rows_per_s for r in rows if r.status == "ok" and r.rows_per_s}
-    ours = rates.get(RATIO_OF)
-    return [Ratio(peer, ours / rates[peer] if ours and rates.get(peer) else None)
-            for peer in ("builtin", "confluent", "noop-arrow")] + (
-        [Ratio("ours-eos", rates["ours-eos"] / ours if ours and rates.get("ours-eos") else None,
-               inverse=True)] if "ours-eos" in rates else [])
+    done = {r.contender: r for r in rows if r.status == "ok" and r.rows_per_s}
+    present = {r.contender for r in rows}
+    return [Ratio(ours, peer, done[ours].rows_per_s / done[peer].rows_per_s
+                  if ours in done and peer in done else None,
+                  done[ours].cpu if ours in done else None, done[peer].cpu if peer in done else None)
+            for ours, peer in RATIO_PAIRS if ours in present and peer in present]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -593,6 +631,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="cap per contender and attempt (180)")
     parser.add_argument("--repeat", type=int, default=1, help="attempts per contender, the best one kept (1)")
     parser.add_argument("--json", metavar="OUT", help="also write the results to this JSON file")
+    parser.add_argument("--codec", default="none", choices=CODECS,
+                        help="compression.type of every contender (none)")
     parser.add_argument("--connector-version", metavar="V[,V...]", default=None,
                         help="Spark Kafka connector version(s) to try for the built-in sink, in order "
                              f"(pyspark's own, then {FALLBACK_CONNECTOR})")
@@ -628,23 +668,25 @@ class Report:
     ratios: list[Ratio] = field(default_factory=list)
 
 
-def run(args: argparse.Namespace, bootstrap: str) -> Report:
+def run(args: argparse.Namespace, bootstrap: str, broker_pid: int | None = None) -> Report:
     """Start Spark, cache the frame, run every contender ``--repeat`` times (interleaved, so load
     drift hits all alike); stop Spark in ``finally``."""
-    spark, connector = start_session(args.connector_versions if "builtin" in args.contenders else [])
+    uses_connector = any(c in USES_CONNECTOR for c in args.contenders)
+    spark, connector = start_session(args.connector_versions if uses_connector else [])
     if connector is not None:
         print(connector.summary(), flush=True)
     try:
-        ctx = Context(spark, cached_frame(spark, args.rows, args.value_size), bootstrap)
+        ctx = Context(spark, cached_frame(spark, args.rows, args.value_size), bootstrap,
+                      replace(SETTINGS, compression=args.codec), CpuMeter(broker_pid, spark_jvm()))
         warm_up(spark)
         attempts: dict[str, list[Attempt]] = {c: [] for c in args.contenders}
         for round_ in range(args.repeat):
             for contender in args.contenders:
-                if contender == "builtin" and connector is not None and not connector.available:
-                    attempt = Attempt("builtin", "not available", detail=connector.reason)
+                if contender in USES_CONNECTOR and connector is not None and not connector.available:
+                    attempt = Attempt(contender, "not available", detail=connector.reason)
                 else:
                     attempt = measure(contender, ctx, args)
-                    if contender == "builtin" and connector is not None:
+                    if contender in USES_CONNECTOR and connector is not None:
                         which = f"connector {connector.version} on Spark {connector.spark_version}"
                         attempt = replace(attempt, detail="; ".join(filter(None, [which, attempt.detail])))
                     print(f"  [{round_ + 1}/{args.repeat}] {LABELS[contender]}: "
@@ -653,7 +695,7 @@ def run(args: argparse.Namespace, bootstrap: str) -> Report:
     finally:
         stop_session(spark)
     chosen = [best(attempts[c]) for c in args.contenders]
-    return Report(args.rows, args.value_size, DF_PARTITIONS, TOPIC_PARTITIONS, SETTINGS.as_properties(),
+    return Report(args.rows, args.value_size, DF_PARTITIONS, TOPIC_PARTITIONS, ctx.settings.as_properties(),
                   asdict(connector) if connector else None, chosen,
                   [a for c in args.contenders for a in attempts[c]], ratios(chosen))
 
@@ -665,10 +707,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.rows:,} rows x {args.value_size} B (string key k0..k99, string value), cached, "
           f"{DF_PARTITIONS} partitions, Spark local[2]; one embedded broker, a fresh {TOPIC_PARTITIONS}-"
           f"partition topic per contender; producer settings: " +
-          " ".join(f"{k}={v}" for k, v in SETTINGS.as_properties().items()) +
+          " ".join(f"{k}={v}" for k, v in replace(SETTINGS, compression=args.codec).as_properties().items()) +
           f"; cap {args.max_seconds:.0f} s; best of {args.repeat}", flush=True)
     with EmbeddedKafka(1) as kafka:
-        report = run(args, kafka.bootstrap_servers)
+        report = run(args, kafka.bootstrap_servers, kafka.nodes[0].pid)
     print()
     print(table(report.best))
     print()
