@@ -4,7 +4,9 @@ The options mirror Spark's built-in Kafka sink (``KafkaSourceProvider``):
 
 ==========================  ===================================================================
 ``kafka.<property>``        Any producer property (``config.ProducerConfig``), prefix stripped:
-                            ``kafka.linger.ms=20`` -> ``linger.ms=20``.
+                            ``kafka.linger.ms=20`` -> ``linger.ms=20``. Unless ``kafka.batch.size``
+                            is given, the sink sets it for bulk writes (``producer/bulk.py``: up
+                            to 1 MiB, within ``max.request.size`` and ``buffer.memory``).
 ``kafka.bootstrap.servers`` Required.
 ``topic``                   The topic of every record. When set it overrides the ``topic`` column,
                             which is then not read at all. Surrounding blanks are trimmed.
@@ -80,8 +82,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..config import JAVA_ONLY, PROPERTIES, ProducerConfig
-from ..producer.bulk import bulk_batch_size
 from ..errors import ConfigError
+from ..producer.bulk import bulk_batch_size
 from ..producer.topics import topic_name_problem
 
 KAFKA_PREFIX = "kafka."
