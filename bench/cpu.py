@@ -21,7 +21,9 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
-class _Stat:
+class ProcStat:
+    """A process's line of ``/proc/<pid>/stat``: the fields the benchmarks read."""
+
     pid: int
     ppid: int
     name: str
@@ -29,23 +31,25 @@ class _Stat:
     children: int  # cutime + cstime: reaped children, ticks
 
 
-def _stat(pid: int) -> _Stat | None:
+def proc_stat(pid: int) -> ProcStat | None:
+    """``pid``'s stat, or ``None`` when it is gone."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     name = text[text.index("(") + 1:text.rindex(")")]
     fields = text[text.rindex(")") + 2:].split()
-    return _Stat(pid, int(fields[1]), name, int(fields[11]) + int(fields[12]),
+    return ProcStat(pid, int(fields[1]), name, int(fields[11]) + int(fields[12]),
                  int(fields[13]) + int(fields[14]))
 
 
-def _all() -> dict[int, _Stat]:
-    return {s.pid: s for s in (_stat(int(d)) for d in os.listdir("/proc") if d.isdigit()) if s}
+def all_procs() -> dict[int, ProcStat]:
+    """Every process visible in ``/proc``, by pid."""
+    return {s.pid: s for s in (proc_stat(int(d)) for d in os.listdir("/proc") if d.isdigit()) if s}
 
 
-def _descendants(procs: dict[int, _Stat], root: int) -> list[_Stat]:
-    children: dict[int, list[_Stat]] = {}
+def _descendants(procs: dict[int, ProcStat], root: int) -> list[ProcStat]:
+    children: dict[int, list[ProcStat]] = {}
     for proc in procs.values():
         children.setdefault(proc.ppid, []).append(proc)
     found, todo = [], [root]
@@ -59,7 +63,7 @@ def _descendants(procs: dict[int, _Stat], root: int) -> list[_Stat]:
 def spark_jvm(root: int | None = None) -> int | None:
     """The pid of the Spark JVM this process started: the ``java`` among its descendants that runs
     ``SparkSubmit`` (the embedded broker is a ``java`` child too)."""
-    procs = _all()
+    procs = all_procs()
     for proc in _descendants(procs, os.getpid() if root is None else root):
         if proc.name != "java":
             continue
@@ -102,7 +106,7 @@ class CpuMeter:
         self.jvm_pid = jvm_pid
 
     def read(self) -> CpuSplit:
-        procs = _all()
+        procs = all_procs()
         broker = procs.get(self.broker_pid) if self.broker_pid else None
         jvm = procs.get(self.jvm_pid) if self.jvm_pid else None
         python = 0

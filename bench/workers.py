@@ -9,35 +9,18 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
+from .cpu import ProcStat, all_procs
+
 _SAMPLE_S = 0.5  # sampler period
-
-
-@dataclass(frozen=True)
-class _Proc:
-    pid: int
-    ppid: int
-    name: str
-    cpu_ticks: int
-
-
-def _read_proc(pid: int) -> _Proc | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    name = stat[stat.index("(") + 1:stat.rindex(")")]
-    fields = stat[stat.rindex(")") + 2:].split()
-    return _Proc(pid, int(fields[1]), name, int(fields[11]) + int(fields[12]))
 
 
 def python_workers(root: int) -> dict[int, int]:
     """pid → CPU ticks of the Spark Python workers under ``root``: Python processes forked by a
     Python parent (the pyspark daemon, itself a child of the JVM) among ``root``'s descendants."""
-    procs = {p.pid: p for p in (_read_proc(int(d)) for d in os.listdir("/proc") if d.isdigit()) if p}
-    children: dict[int, list[_Proc]] = {}
+    procs = all_procs()
+    children: dict[int, list[ProcStat]] = {}
     for proc in procs.values():
         children.setdefault(proc.ppid, []).append(proc)
     workers, todo = {}, [root]
@@ -46,7 +29,7 @@ def python_workers(root: int) -> dict[int, int]:
         for child in children.get(parent, ()):
             todo.append(child.pid)
             if parent != root and child.name.startswith("python") and procs[parent].name.startswith("python"):
-                workers[child.pid] = child.cpu_ticks
+                workers[child.pid] = child.own
     return workers
 
 

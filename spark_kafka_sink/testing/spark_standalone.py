@@ -258,20 +258,22 @@ def _kill_if_alive(pid: int) -> None:
         pass
 
 
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``state`` first), or ``None``
+    when the process is gone. The name may hold blanks and parentheses: split after the last ')'."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+            text = stat.read()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2:].split()
+
+
 def _parents() -> dict[int, int]:
     """``{pid: parent pid}`` of every process visible in /proc."""
     parents = {}
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", encoding="utf-8", errors="replace") as stat:
-                text = stat.read()
-        except OSError:
-            continue
-        # pid (comm) state ppid ...: comm may hold blanks and parentheses, so split after the last ')'
-        fields = text[text.rfind(")") + 2:].split()
-        if len(fields) > 1:
+        if entry.name.isdigit() and (fields := _stat_fields(entry.name)) and len(fields) > 1:
             parents[int(entry.name)] = int(fields[1])
     return parents
 
@@ -307,17 +309,12 @@ def _flag(argv: list[str], name: str) -> str:
 
 def cpu_seconds(pids: list[int]) -> float:
     """User plus system CPU seconds the processes ``pids`` have used so far (gone ones count 0)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
+    ticks = 0
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
-                text = stat.read()
-        except OSError:
-            continue
-        fields = text[text.rfind(")") + 2:].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / ticks
+        fields = _stat_fields(pid)
+        if fields is not None:
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def python_workers(executor: Executor) -> list[int]:
