@@ -36,7 +36,8 @@ integration: install
 # .venv-compat/pyspark-<line> with the pins of compat/pyspark-<line>.txt installed first, then the
 # package with its extras (which must keep that PySpark), then the unit suite and the Spark tests
 # that matter there, without the tests of the newest stack (marker 'newest'). `.ci/run` runs it
-# after `make test`. Each line's Python is the one its Databricks LTS runtime has, where found.
+# after `make test`. PySpark 3.4 runs on Python 3.10 (the oldest supported), 3.5 on 3.11; each
+# falls back to $(PYTHON) where that Python is not installed.
 COMPAT_LINES ?= 3.4 3.5
 COMPAT_TESTS ?= tests/unit tests/spark/test_sink.py tests/spark/test_task_retry.py \
 	tests/spark/test_bad_input.py tests/spark/test_metrics.py tests/spark/test_jobs.py \
