@@ -77,8 +77,11 @@ from ..client.backoff import ExponentialBackoff
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import BufferExhaustedError, ProducerClosedError
 from ..record import CompressionType, RecordBatchBuilder
+from ..record.codecs import codec_for
+from ..record.layout import HEADER_SIZE
 from ..structs import TopicPartition
 from .buffer_pool import BufferPool, MemoryLease
+from .compression_ratio import CompressionRatioEstimator
 from .future import RecordFuture, SendCallback
 from .producer_batch import ProducerBatch
 from .transaction_manager import TransactionManager
@@ -195,6 +198,10 @@ class RecordAccumulator:
         self.compression_level = self._compression_level = compression_level
         RecordBatchBuilder(compression_type=compression_type, compression_level=compression_level,
                            batch_size=self.batch_size)  # validate the codec and level now, not at append
+        # with a codec: each topic's expected compression ratio, from the batches built at drain
+        # (compression_ratio.py); send_arrow plans with it and the drain sizes requests with it
+        self.compression_ratios = (None if codec_for(compression_type).type == CompressionType.NONE
+                                   else CompressionRatioEstimator())
         self._pool = buffer_pool
         self._clock = clock
         self._txn = transaction_manager
@@ -551,7 +558,7 @@ class RecordAccumulator:
                 first = queue.batches[0]
                 if first.is_backing_off(now_ms):
                     continue
-                if drained and size + first.estimated_size_in_bytes > max_size:
+                if drained and size + self._expected_size(first) > max_size:
                     next_start = index  # this partition goes first next time
                     break
                 if self._txn is not None:
@@ -561,12 +568,24 @@ class RecordAccumulator:
                     self._txn.assign_producer_state(batch)
                 else:
                     batch = queue.batches.popleft()
+            built_now = not batch.is_closed
             batch.close()  # builds the bytes: outside the lock, appenders need not wait for it
+            if built_now and self.compression_ratios is not None:
+                self.compression_ratios.observe(tp.topic, batch.estimated_size_in_bytes - HEADER_SIZE,
+                                                batch.size_in_bytes - HEADER_SIZE)
             size += batch.size_in_bytes
             drained.append(batch)
             batch.drained(now_ms, link)
         self._drain_index[node_id] = next_start
         return drained
+
+    def _expected_size(self, batch: ProducerBatch) -> int:
+        """The bytes ``batch`` will take in a request: built ones know it; with a codec, the
+        others are expected to shrink by their topic's estimated ratio (Java's estimate)."""
+        if batch.is_closed or self.compression_ratios is None:
+            return batch.size_in_bytes
+        return self.compression_ratios.estimated_size(batch.topic_partition.topic, HEADER_SIZE,
+                                                      batch.estimated_size_in_bytes - HEADER_SIZE)
 
     # --- expiry and retries ---------------------------------------------------------------------
 

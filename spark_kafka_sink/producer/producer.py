@@ -41,6 +41,7 @@ from ..errors import (
 )
 from ..record import CompressionType, RecordBatchBuilder
 from ..record.builder import NO_HEADERS_SIZE_BOUND
+from ..record.layout import HEADER_SIZE
 from ..structs import TopicPartition
 from .accumulator import RecordAccumulator
 from .arrow_input import DEFAULT, ArrowSendResult, resolve_columns, timestamps_ms
@@ -355,22 +356,23 @@ class KafkaProducer:
                 if columns.rows == 0:
                     return result
         sizes = row_sizes(columns)
+        batch_size = self._arrow_batch_size(topic)
         plan = plan_partitions(topic, self._route(snapshot, topic).view, rows=columns.rows,
                                keys=columns.key, explicit=columns.partition, sizes=sizes,
                                sticky=self._partitioner, ignore_keys=self._ignore_keys,
-                               batch_size=self._bulk_batch_size)
+                               batch_size=batch_size)
 
         def prepare(start: int, stop: int) -> Any:
             return prepare_rows(topic, columns.slice(start, stop), timestamps[start:stop],
                                 plan.slice(start, stop), self._max_record_size, limit, row_offset=start)
 
-        chunks = row_chunks(sizes, max(_ARROW_CHUNK_BYTES, 4 * self._bulk_batch_size), _ARROW_CHUNK_ROWS)
+        chunks = row_chunks(sizes, max(_ARROW_CHUNK_BYTES, 4 * batch_size), _ARROW_CHUNK_ROWS)
         first = prepare(*chunks[0])
         for start, stop in chunks[1:]:  # every record is checked before anything is queued
             prepare(start, stop)
         for index, (start, stop) in enumerate(chunks):
             prepared = first if index == 0 else prepare(start, stop)
-            encoded = encode_rows(prepared, batch_size=self._bulk_batch_size,
+            encoded = encode_rows(prepared, batch_size=batch_size,
                                   compression_type=self._accumulator.compression_type,
                                   compression_level=self._accumulator.compression_level)
             error = self._queue_batches(turns(encoded), result)
@@ -379,6 +381,17 @@ class KafkaProducer:
                     result.not_queued(error, TopicPartition(topic, group.partition), len(group.rows))
                 break
         return result
+
+    def _arrow_batch_size(self, topic: str) -> int:
+        """The uncompressed bytes of the batches ``send_arrow`` builds for ``topic``: the bulk
+        batch size (bulk.py); with a codec, as many bytes as are expected to compress to it
+        (compression_ratio.py, as Java counts ``batch.size``), at most a quarter of
+        ``buffer.memory``."""
+        ratios = self._accumulator.compression_ratios
+        if ratios is None:
+            return self._bulk_batch_size
+        return ratios.uncompressed_budget(topic, HEADER_SIZE, self._bulk_batch_size,
+                                          cap=max(self._bulk_batch_size, self.config.buffer_memory // 4))
 
     def _queue_batches(self, batches: list, result: ArrowSendResult) -> KafkaError | None:
         """Hand encoded batches to the accumulator in order; each may wait ``max.block.ms`` for

@@ -244,3 +244,32 @@ def test_record_batches_are_sized_for_bulk_writes_unless_batch_size_is_set(kafka
     assert max(sizes) <= largest, sizes
     # every batch but the input's last is full: within one record of the limit
     assert all(size > largest - 200 for size in sizes[:-1]), sizes
+
+
+def test_with_a_codec_batches_fill_batch_size_once_compressed(kafka):
+    """As Java counts batch.size: against a batch's expected compressed size. Compressible rows
+    start at batch.size uncompressed and, once the producer has seen how well they compress,
+    travel in batches that are about batch.size after compression."""
+    if not hasattr(kafka, "nodes"):
+        pytest.skip("KAFKA_BOOTSTRAP points at an external cluster: its log files are not here")
+    topic = unique("lz4-bulk")
+    create_topic(kafka.bootstrap_servers, topic, 1)
+    rows, calls, limit = 20_000, 12, 16_384
+    table = pa.table({"value": pa.array([b"event-%08d " % i + b"x" * 90 for i in range(rows)], pa.binary())})
+    with KafkaProducer({"bootstrap.servers": kafka.bootstrap_servers, "compression.type": "lz4",
+                        "batch.size": limit}) as producer:
+        for _ in range(calls):  # the estimate improves with each batch built (Java's steps)
+            result = producer.send_arrow(topic, table)
+            producer.flush()
+            assert result.failed == 0 and result.acked == rows
+    assert sum(len(part) for part in consume_all(kafka.bootstrap_servers, topic, 1,
+                                                 expected_count=rows * calls).values()) == rows * calls
+
+    batches = stored_batches(kafka, topic, 0)
+    assert sum(b.count for b in batches) == rows * calls
+    first, last = batches[0], batches[-2]  # the last one holds a call's remainder
+    # the first batch: batch.size of uncompressed records, which lz4 shrinks a lot
+    assert first.size < limit // 4, first
+    # later: many more records per batch, about batch.size once compressed
+    print(f"lz4 batches: first {first}, late {last}, {len(batches)} in all")
+    assert last.count > 10 * first.count and limit // 2 < last.size <= 2 * limit, (first, last)

@@ -233,6 +233,23 @@ def test_drain_caps_each_request_and_rotates_fairly_across_calls():
     assert firsts == [T0, T2, T0, T2]
 
 
+def test_with_a_codec_the_drain_learns_the_ratio_and_sizes_requests_by_it():
+    s = setup(compression_type="lz4")
+    ratios = s.accumulator.compression_ratios
+    assert ratios is not None and setup().accumulator.compression_ratios is None  # no codec: none
+    for tp in (T0, T2):  # both led by node 1
+        s.fill(tp, full_batches=2)
+    raw = s.accumulator.queued_batches(T0)[0].estimated_size_in_bytes
+    # nothing built yet: a batch is expected at 105% of its bytes, so one per request of raw + 100
+    assert len(s.drain(nodes=[1], max_request_size=raw + 100)[1]) == 1
+    learned = ratios.estimate(T0.topic)
+    assert learned == pytest.approx(1.0 - 0.005)  # one batch built: one improving step
+    for _ in range(400):  # as if many batches had compressed 10x
+        ratios.observe(T0.topic, 10_000, 1_000)
+    # now two batches of raw bytes are expected to fit in that request together
+    assert len(s.drain(nodes=[1], max_request_size=raw + 100)[1]) == 2
+
+
 def test_the_first_batch_goes_even_when_bigger_than_the_request_cap():
     s = setup()
     s.append(T0, value=b"x" * 3000)
