@@ -225,8 +225,6 @@ def test_with_errors_tolerance_all_bad_rows_are_left_out_and_refused_records_kep
     ({"max.request.size": 262144}, 262144),  # not set, and capped by max.request.size
 ], ids=["default", "explicit", "capped"])
 def test_record_batches_are_sized_for_bulk_writes_unless_batch_size_is_set(kafka, settings, largest):
-    if not hasattr(kafka, "nodes"):
-        pytest.skip("KAFKA_BOOTSTRAP points at an external cluster: its log files are not here")
     topic = unique("bulk")
     create_topic(kafka.bootstrap_servers, topic, 1)
     count = 40_000  # about 4.4 MB in one partition: several 1 MiB batches
@@ -250,8 +248,6 @@ def test_with_a_codec_batches_fill_batch_size_once_compressed(kafka):
     """As Java counts batch.size: against a batch's expected compressed size. Compressible rows
     start at batch.size uncompressed and, once the producer has seen how well they compress,
     travel in batches that are about batch.size after compression."""
-    if not hasattr(kafka, "nodes"):
-        pytest.skip("KAFKA_BOOTSTRAP points at an external cluster: its log files are not here")
     topic = unique("lz4-bulk")
     create_topic(kafka.bootstrap_servers, topic, 1)
     rows, calls, limit = 20_000, 12, 16_384
