@@ -28,7 +28,7 @@ from typing import Any
 
 from bench.spark import CONNECTOR, PROVIDED_BY_SPARK, StderrTap, ivy_dir
 
-from .session import build_session
+from .session import build_session, same_minor_versions, version_parts
 
 
 
@@ -36,13 +36,9 @@ def candidates(own: str) -> list[str]:
     """Connector versions to try, in order: ``own`` (pyspark's), then the earlier patches of its
     minor, then each earlier minor's newest release as an Ivy dynamic revision (4.2.1 -> 4.2.1,
     4.2.0, 4.1.+, 4.0.+)."""
-    match = re.match(r"(\d+)\.(\d+)\.(\d+)", own)
-    if not match:
-        return [own]
-    major, minor, patch = map(int, match.groups())
-    earlier_patches = (f"{major}.{minor}.{p}" for p in range(patch - 1, -1, -1))
+    major, minor, _ = version_parts(own)
     # no Ivy range for those: spark.jars.packages splits coordinates at commas
-    return [own, *earlier_patches, *(f"{major}.{m}.+" for m in range(minor - 1, -1, -1))]
+    return [*same_minor_versions(own, later=False), *(f"{major}.{m}.+" for m in range(minor - 1, -1, -1))]
 
 
 def _submit_args(version: str) -> str:

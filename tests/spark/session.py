@@ -45,15 +45,21 @@ def build_session(master: str, warehouse: str, app_name: str = "spark-kafka-sink
     return session
 
 
-def same_minor_versions(version: str) -> list[str]:
-    """``version`` first, then the other releases of its minor, newest first (3.4.1: 3.4.1,
-    3.4.0, 3.4.2, 3.4.3, ...): the order to try a Spark artifact of the running Spark's line in,
-    when a repository does not serve every release."""
+def same_minor_versions(version: str, *, later: bool = True) -> list[str]:
+    """``version`` first, then the earlier releases of its minor, newest first, then (with
+    ``later``) the later ones (3.4.1: 3.4.1, 3.4.0, 3.4.2, 3.4.3, ...): the order to try a Spark
+    artifact of the running Spark's line in, when a repository does not serve every release."""
+    major, minor, patch = version_parts(version)
+    earlier = [f"{major}.{minor}.{p}" for p in range(patch - 1, -1, -1)]
+    after = [f"{major}.{minor}.{p}" for p in range(patch + 1, patch + 10)] if later else []
+    return [version, *earlier, *after]
+
+
+def version_parts(version: str) -> tuple[int, int, int]:
+    """``(major, minor, patch)`` of a Spark version (``4.1.0.dev2`` -> ``(4, 1, 0)``)."""
     major, minor, patch = (int("".join(c for c in part if c.isdigit()) or 0)
                            for part in (version.split(".") + ["0", "0"])[:3])
-    earlier = [f"{major}.{minor}.{p}" for p in range(patch - 1, -1, -1)]
-    later = [f"{major}.{minor}.{p}" for p in range(patch + 1, patch + 10)]
-    return [version, *earlier, *later]
+    return major, minor, patch
 
 
 def run_script(module: str, *args: str, timeout_s: float = 240) -> tuple[int, str]:
