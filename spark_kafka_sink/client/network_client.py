@@ -403,7 +403,7 @@ class NetworkClient:
             timeout = self._settings.request_timeout_ms
         self._in_flight.add(InFlightRequest(request, out.correlation_id, version, now_ms, timeout,
                                             internal))
-        self._selector.send(request.node_id, out.data)
+        self._selector.send(request.node_id, out.parts)
 
     def _receive(self, connection: Connection, chunks: list[bytes],
                  responses: list[ClientResponse], now_ms: int) -> None:

@@ -43,6 +43,9 @@ from .tls import TLS_PROTOCOLS, TlsHandshakeError, TlsTransport, build_ssl_conte
 
 log = logging.getLogger(__name__)
 
+Buffer = bytes | bytearray | memoryview
+"""What a request's parts may be."""
+
 DEFAULT_RECEIVE_CHUNK = 256 * 1024
 _READS_PER_EVENT = 8
 _CONNECT_IN_PROGRESS = {0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN}
@@ -68,7 +71,7 @@ class Selectable(Protocol):
     def connect(self, node_id: int, host: str, port: int, *, send_buffer_bytes: int,
                 receive_buffer_bytes: int) -> None: ...
 
-    def send(self, node_id: int, data: bytes) -> None: ...
+    def send(self, node_id: int, data: bytes | tuple[Buffer, ...]) -> None: ...
 
     def poll(self, timeout_ms: int) -> PollResult: ...
 
@@ -125,7 +128,7 @@ class PlainTransport:
 class _Channel:
     """One socket and its queue of unwritten sends (private to the selector)."""
 
-    __slots__ = ("node_id", "sock", "transport", "connecting", "tcp_up", "out", "last_active_ms",
+    __slots__ = ("node_id", "sock", "transport", "connecting", "tcp_up", "out", "ends", "last_active_ms",
                  "events")
 
     def __init__(self, node_id: int, sock: socket.socket, transport: Transport, now_ms: int):
@@ -134,7 +137,8 @@ class _Channel:
         self.transport = transport
         self.connecting = True       # until the TCP connect and the transport's handshake are done
         self.tcp_up = False
-        self.out: deque[memoryview] = deque()
+        self.out: deque[memoryview] = deque()   # the buffers to write, in order
+        self.ends: deque[int] = deque()         # per request queued: its buffers still in ``out``
         self.last_active_ms = now_ms
         self.events = selectors.EVENT_WRITE
 
@@ -198,14 +202,17 @@ class Selector:
         self._channels[node_id] = channel
         self._selector.register(sock, channel.events, channel)   # writable once connected
 
-    def send(self, node_id: int, data: bytes) -> None:
-        """Queue ``data`` (one whole request) for ``node_id``."""
+    def send(self, node_id: int, data: bytes | tuple[Buffer, ...]) -> None:
+        """Queue ``data`` (one whole request: a buffer, or a tuple of buffers written in order,
+        which are not copied) for ``node_id``."""
         self._ensure_open()
         channel = self._channels.get(node_id)
         if channel is None:
             self._failed_sends[node_id] = "send on a closed connection"
             return
-        channel.out.append(memoryview(data))
+        parts = data if isinstance(data, tuple) else (data,)
+        channel.out.extend(memoryview(part) for part in parts)
+        channel.ends.append(len(parts))
         if not channel.connecting:
             self._want(channel, selectors.EVENT_READ | selectors.EVENT_WRITE)
 
@@ -329,11 +336,14 @@ class Selector:
             except (BlockingIOError, InterruptedError):
                 return
             channel.last_active_ms = now_ms
-            if written < len(view):
+            if written < view.nbytes:
                 channel.out[0] = view[written:]
                 return
             channel.out.popleft()
-            out.completed_sends.append(channel.node_id)
+            channel.ends[0] -= 1
+            if not channel.ends[0]:  # the request's last buffer
+                channel.ends.popleft()
+                out.completed_sends.append(channel.node_id)
         held = channel.transport.wants_write()
         self._want(channel, selectors.EVENT_READ | (selectors.EVENT_WRITE if held else 0))
 
@@ -357,6 +367,7 @@ class Selector:
             pass
         channel.sock.close()
         channel.out.clear()
+        channel.ends.clear()
 
     def _want(self, channel: _Channel, events: int) -> None:
         if channel.events != events:

@@ -32,12 +32,24 @@ from .values import Struct
 
 @dataclass(frozen=True)
 class OutgoingRequest:
-    """An encoded request; ``data`` includes the 4-byte size prefix and goes on the wire as is."""
+    """An encoded request: ``parts``, written in order, are its bytes on the wire, size prefix
+    included; a record batch of 64 KiB or more is a part of its own, not copied
+    (:meth:`~.primitives.Writer.framed_parts`). ``data`` joins them."""
 
     correlation_id: int
     api: ApiMessage
     version: int
-    data: bytes
+    parts: tuple[bytes | memoryview, ...]
+
+    @property
+    def data(self) -> bytes:
+        """The whole request as one ``bytes`` (a copy when there are several parts)."""
+        return self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
+
+    @property
+    def size(self) -> int:
+        """Bytes on the wire."""
+        return sum(len(part) if isinstance(part, bytes) else part.nbytes for part in self.parts)
 
 
 @dataclass(frozen=True)
@@ -118,11 +130,11 @@ class ClientFraming(_Framing):
         w = Writer()
         w.raw(header.encode(api.request_header_version(version)))
         api.encode_request_into(w, version, body)
-        data = w.framed()
+        parts = w.framed_parts()
         self._next_id = 0 if correlation_id >= INT32_MAX else correlation_id + 1
         if expect_response:
             self._pending.append((correlation_id, api, version))
-        return OutgoingRequest(correlation_id, api, version, data)
+        return OutgoingRequest(correlation_id, api, version, parts)
 
     def next_response(self) -> Response | None:
         """The next complete response, or None until more bytes arrive."""

@@ -181,6 +181,10 @@ class Reader:
 
 # --- writing ----------------------------------------------------------------------------------
 
+LARGE_PART_BYTES = 64 * 1024
+"""Parts at least this large go to the socket as they are, not copied into one request buffer."""
+
+
 class Writer:
     """Accumulates encoded parts; ``getvalue()`` joins them once."""
 
@@ -194,8 +198,25 @@ class Writer:
 
     def framed(self) -> bytes:
         """Everything written, behind an INT32 size prefix, joined in one copy."""
-        size = sum(memoryview(part).nbytes for part in self._parts)
-        return b"".join([INT32.pack(size), *self._parts])
+        return b"".join(self.framed_parts())
+
+    def framed_parts(self, large: int = LARGE_PART_BYTES) -> tuple[bytes | memoryview, ...]:
+        """Everything written, behind an INT32 size prefix, as few buffers to write in order:
+        runs of small parts joined, parts of ``large`` bytes or more (record batches) passed
+        through uncopied, as read-only views."""
+        views = [memoryview(part) for part in self._parts]
+        out: list[bytes | memoryview] = []
+        run: list[bytes | bytearray | memoryview] = [INT32.pack(sum(view.nbytes for view in views))]
+        for part, view in zip(self._parts, views):
+            if view.nbytes < large:
+                run.append(part)
+                continue
+            out.append(b"".join(run))
+            run = []
+            out.append(view.toreadonly())
+        if run:
+            out.append(b"".join(run))
+        return tuple(out)
 
     def raw(self, data: bytes | bytearray | memoryview) -> None:
         self._parts.append(data)

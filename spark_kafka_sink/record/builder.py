@@ -142,7 +142,7 @@ class RecordBatchBuilder:
         self._count = 0
         self._base_timestamp = 0
         self._max_timestamp = 0
-        self._payload: bytes | None = None  # the (compressed) records section, once built
+        self._payload: BytesLike | None = None  # the (compressed) records section, once built
         # set by every successful append_record: the record's encoded size, and whether the batch
         # was full right after it (what AppendResult carries, without building one per record)
         self.last_append_size = 0
@@ -471,18 +471,28 @@ class RecordBatchBuilder:
 
     # --- building -------------------------------------------------------------------------------
 
-    def build(self) -> bytes:
-        """The whole batch: header, CRC-32C and the (compressed) records section.
+    def build(self) -> bytearray:
+        """The whole batch: header, CRC-32C and the (compressed) records section, in a new
+        buffer that the caller owns (and must not resize while the builder lives: without a codec
+        the builder keeps reading its records from it for a rebuild).
 
         ``base_offset`` is 0 and ``partition_leader_epoch`` -1; the broker assigns both.
         Raises ``ValueError`` for a builder with no records.
         """
         if self._count == 0:
             raise ValueError("cannot build a record batch with no records")
-        if self._payload is None:
+        if self._payload is not None:
+            return self._assemble(self._payload)
+        if self._codec.type is CompressionType.NONE:
+            # the records go straight into the batch (one copy, not two); a rebuild reads them
+            # from there, so the raw records (perhaps a view of a large Arrow buffer) are let go
+            batch = self._assemble(self._records)
+            self._payload = memoryview(batch).toreadonly()[HEADER_SIZE:]
+        else:
             self._payload = self._codec.compress(self._records, self._level)
-            self._records = bytearray()  # the payload replaces the raw records
-        return self._assemble(self._payload)
+            batch = self._assemble(self._payload)
+        self._records = bytearray()  # the payload replaces the raw records
+        return batch
 
     def _attributes(self) -> int:
         attributes = int(self._codec.type)
@@ -490,13 +500,14 @@ class RecordBatchBuilder:
             attributes |= TRANSACTIONAL_FLAG
         return attributes
 
-    def _assemble(self, payload: bytes) -> bytes:
-        """Header + payload; the CRC runs over the header's tail then the payload, uncopied."""
-        header = bytearray(HEADER_SIZE)
+    def _assemble(self, payload: BytesLike) -> bytearray:
+        """Header + payload in one new buffer (the payload copied once), CRC included."""
+        size = len(payload) if isinstance(payload, (bytes, bytearray)) else memoryview(payload).nbytes
+        batch = bytearray(HEADER_SIZE)
         HEADER.pack_into(
-            header, 0,
+            batch, 0,
             0,                           # base_offset
-            HEADER_SIZE + len(payload) - LOG_OVERHEAD,  # batch_length
+            HEADER_SIZE + size - LOG_OVERHEAD,  # batch_length
             NO_PARTITION_LEADER_EPOCH,
             MAGIC,
             0,                           # crc, filled below
@@ -509,6 +520,7 @@ class RecordBatchBuilder:
             self.base_sequence,
             self._count,
         )
-        crc = crc32c(payload, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
-        header[CRC_OFFSET:ATTRIBUTES_OFFSET] = crc.to_bytes(4, "big")
-        return bytes(header) + payload
+        batch += payload  # grows to exactly the batch's size: the one copy
+        crc = crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:])
+        batch[CRC_OFFSET:ATTRIBUTES_OFFSET] = crc.to_bytes(4, "big")
+        return batch

@@ -180,8 +180,9 @@ class FakeSelector:
             else:
                 self._open(node_id, broker)
 
-    def send(self, node_id: int, data: bytes) -> None:
+    def send(self, node_id: int, data: Any) -> None:
         assert not self.closed
+        data = b"".join(data) if isinstance(data, tuple) else data
         if node_id not in self._server:
             self._drops.setdefault(node_id, "send on a closed connection")
             return

@@ -112,6 +112,34 @@ def test_sends_complete_once_each_in_order(selector, server):
     peer.close()
 
 
+def test_a_request_in_parts_is_written_in_order_uncopied_and_completes_once(selector, server):
+    peer = connect(selector, server, send=16384)
+    batch = bytearray(os.urandom(512 * 1024))
+    parts = (b"head", memoryview(batch).toreadonly(), b"middle", bytes(100), b"tail")
+    selector.send(1, parts)
+    selector.send(1, b"next")
+    first = selector.poll(0)
+    assert first.completed_sends == ()                      # the peer is not reading yet
+    assert any(view.obj is batch for view in selector._channels[1].out)   # not copied
+    expected = b"".join(parts) + b"next"
+    got = bytearray()
+
+    def read_all():
+        while len(got) < len(expected):
+            chunk = peer.recv(1 << 16)
+            if not chunk:
+                return
+            got.extend(chunk)
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    results = poll_until(selector, lambda r: not selector._channels[1].out, timeout_s=20)
+    reader.join(10)
+    assert bytes(got) == expected
+    assert sum((r.completed_sends for r in [first, *results]), ()) == (1, 1)   # one per request
+    assert not selector._channels[1].ends
+    peer.close()
+
+
 def test_peer_close_delivers_the_data_then_the_disconnect(selector, server):
     peer = connect(selector, server)
     peer.sendall(b"last words")

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from spark_kafka_sink.errors import EncodeError, ProtocolError
 from spark_kafka_sink.protocol import primitives as p
-from spark_kafka_sink.protocol.primitives import Reader, Writer
+from spark_kafka_sink.protocol.primitives import INT32, LARGE_PART_BYTES, Reader, Writer
 
 INT32_MIN, INT32_MAX = -(2 ** 31), 2 ** 31 - 1
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
@@ -206,3 +206,24 @@ def test_writer_reports_bad_values():
     with pytest.raises(EncodeError, match="longer than 32767"):
         Writer().nullable_string("x" * 40000, compact=False)
     assert len(_written("nullable_string", "x" * 40000, True)) == 40003
+
+
+def test_framed_parts_join_small_parts_and_pass_large_ones_through_uncopied():
+    w = Writer()
+    w.pack(INT32, 7)
+    w.raw(b"abc")
+    big = bytearray(b"\x01" * LARGE_PART_BYTES)
+    w.raw(big)
+    w.raw(b"tail")
+    parts = w.framed_parts()
+    assert len(parts) == 3
+    assert parts[0] == INT32.pack(4 + 3 + len(big) + 4) + INT32.pack(7) + b"abc"
+    assert isinstance(parts[1], memoryview) and parts[1].obj is big and parts[1].readonly
+    assert parts[2] == b"tail"
+    assert b"".join(parts) == w.framed()
+
+
+def test_framed_parts_of_small_parts_is_one_buffer():
+    w = Writer()
+    w.raw(b"x" * (LARGE_PART_BYTES - 1))
+    assert w.framed_parts() == (INT32.pack(LARGE_PART_BYTES - 1) + b"x" * (LARGE_PART_BYTES - 1),)
