@@ -22,7 +22,10 @@ row) :func:`encode_batches` returns the batches that appending the rows one by o
    with ``pyarrow.compute.binary_join_element_wise``. The data buffer of the result is the
    records sections of all batches, back to back; batch ``b`` is one slice of it.
 4. Each slice becomes a :meth:`RecordBatchBuilder.from_records` builder, so header, CRC,
-   compression and producer state (idempotent retries) are the builder's own code.
+   compression and producer state (idempotent retries) are the builder's own code. Each is
+   sealed at once (:meth:`RecordBatchBuilder.seal`: compressed, or copied out with room for its
+   header), so a queued batch holds exactly its own bytes rather than a share of the whole
+   encoding buffer, and its first ``build()`` copies nothing more.
 
 Why the Arrow join rather than a numpy scatter of every byte into one buffer: the join copies
 keys and values with one ``memcpy`` per field in C++, while numpy needs an index (or a mask) per
@@ -188,12 +191,13 @@ def encode_prepared(
     starts, stops = plan.starts.tolist(), plan.stops.tolist()
     bases = records.timestamps[plan.starts].tolist() if len(plan) else []
     maxima = np.maximum.reduceat(records.timestamps, plan.starts).tolist() if len(plan) else []
-    return [
-        EncodedBatch(RecordBatchBuilder.from_records(
-            section, stop - start, base, most, compression_type=codec.type, compression_level=level),
-            start, stop)
-        for section, start, stop, base, most in zip(sections, starts, stops, bases, maxima)
-    ]
+    batches = []
+    for section, start, stop, base, most in zip(sections, starts, stops, bases, maxima):
+        builder = RecordBatchBuilder.from_records(section, stop - start, base, most,
+                                                  compression_type=codec.type, compression_level=level)
+        builder.seal()  # its own bytes (compressed, or copied out): the shared buffer can go
+        batches.append(EncodedBatch(builder, start, stop))
+    return batches
 
 
 def prepare_records(value: Any, key: Any = None, headers: Any = None, *, timestamp_ms: Any) -> ArrowRecords:

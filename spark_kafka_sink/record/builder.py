@@ -142,7 +142,8 @@ class RecordBatchBuilder:
         self._count = 0
         self._base_timestamp = 0
         self._max_timestamp = 0
-        self._payload: BytesLike | None = None  # the (compressed) records section, once built
+        self._payload: BytesLike | None = None  # the (compressed) records section, once sealed
+        self._frame: bytearray | None = None  # no codec, sealed, not built: room for the header + records
         # set by every successful append_record: the record's encoded size, and whether the batch
         # was full right after it (what AppendResult carries, without building one per record)
         self.last_append_size = 0
@@ -479,20 +480,37 @@ class RecordBatchBuilder:
         ``base_offset`` is 0 and ``partition_leader_epoch`` -1; the broker assigns both.
         Raises ``ValueError`` for a builder with no records.
         """
+        self.seal()
+        frame, self._frame = self._frame, None
+        if frame is None:  # compressed, or built before: the payload behind a new header
+            return self._assemble(self._payload)
+        self._stamp(frame)  # no codec, first build: the header goes in front of the records
+        return frame
+
+    def seal(self) -> None:
+        """Take no more records and settle the records section: compressed, or (no codec)
+        copied once into a buffer with room for the header in front, which the first
+        :meth:`build` then fills in and returns without another copy. Either way the builder
+        then holds only its own bytes, so a builder made :meth:`from_records` over a view of a
+        larger buffer lets go of it. ``build`` seals; the Arrow encoder seals each batch before
+        queuing it, so a queued batch holds exactly its bytes. Idempotent."""
+        if self._payload is not None:
+            return
         if self._count == 0:
             raise ValueError("cannot build a record batch with no records")
-        if self._payload is not None:
-            return self._assemble(self._payload)
         if self._codec.type is CompressionType.NONE:
-            # the records go straight into the batch (one copy, not two); a rebuild reads them
-            # from there, so the raw records (perhaps a view of a large Arrow buffer) are let go
-            batch = self._assemble(self._records)
-            self._payload = memoryview(batch).toreadonly()[HEADER_SIZE:]
+            frame = bytearray(HEADER_SIZE)
+            frame += self._records
+            self._frame = frame
+            self._payload = memoryview(frame).toreadonly()[HEADER_SIZE:]
         else:
             self._payload = self._codec.compress(self._records, self._level)
-            batch = self._assemble(self._payload)
         self._records = bytearray()  # the payload replaces the raw records
-        return batch
+
+    @property
+    def sealed_size(self) -> int | None:
+        """Bytes of the built batch (header plus the compressed records) once sealed, else ``None``."""
+        return None if self._payload is None else HEADER_SIZE + _nbytes(self._payload)
 
     def _attributes(self) -> int:
         attributes = int(self._codec.type)
@@ -502,12 +520,18 @@ class RecordBatchBuilder:
 
     def _assemble(self, payload: BytesLike) -> bytearray:
         """Header + payload in one new buffer (the payload copied once), CRC included."""
-        size = len(payload) if isinstance(payload, (bytes, bytearray)) else memoryview(payload).nbytes
         batch = bytearray(HEADER_SIZE)
+        batch += payload  # grows to exactly the batch's size: the one copy
+        self._stamp(batch)
+        return batch
+
+    def _stamp(self, batch: bytearray) -> None:
+        """Write the header and the CRC into the first ``HEADER_SIZE`` bytes of ``batch``,
+        whose records section follows them."""
         HEADER.pack_into(
             batch, 0,
             0,                           # base_offset
-            HEADER_SIZE + size - LOG_OVERHEAD,  # batch_length
+            len(batch) - LOG_OVERHEAD,   # batch_length
             NO_PARTITION_LEADER_EPOCH,
             MAGIC,
             0,                           # crc, filled below
@@ -520,7 +544,5 @@ class RecordBatchBuilder:
             self.base_sequence,
             self._count,
         )
-        batch += payload  # grows to exactly the batch's size: the one copy
         crc = crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:])
         batch[CRC_OFFSET:ATTRIBUTES_OFFSET] = crc.to_bytes(4, "big")
-        return batch

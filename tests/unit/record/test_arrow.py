@@ -191,6 +191,29 @@ def test_from_records_behaves_like_an_appended_builder():
     assert read_batch(built.build()).records[2].value is None
 
 
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_a_sealed_builder_lets_go_of_the_shared_buffer_and_builds_the_same_bytes(codec):
+    rows = [(1000, b"k%d" % i, b"v" * i, ()) for i in range(50)]
+    appended = RecordBatchBuilder(compression_type=codec, batch_size=1 << 20)
+    plain = RecordBatchBuilder(batch_size=1 << 20)
+    for row in rows:
+        appended.append(*row)
+        plain.append(*row)
+    shared = bytearray(plain.build()[61:])
+    built = RecordBatchBuilder.from_records(memoryview(shared), 50, 1000, 1000, compression_type=codec)
+    with pytest.raises(BufferError):
+        shared.extend(b"x")  # the builder holds a view of it
+    built.seal()
+    shared.extend(b"x")  # sealed: no view of it is left
+    assert built.sealed_size == len(appended.build())
+    first = built.build()
+    assert first == appended.build()
+    for builder in (built, appended):  # a rebuild with new producer state, as for a retry
+        builder.set_producer_state(7, 1, 100, False)
+    assert built.build() == appended.build() and bytes(first) != bytes(built.build())
+    assert [r.value for r in read_batch(first).records] == [row[2] for row in rows]
+
+
 @pytest.mark.parametrize("args, message", [
     ((b"", 1, 0, 0), "cannot hold"),
     ((b"\x00", 0, 0, 0), "count"),
