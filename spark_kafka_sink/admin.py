@@ -1,7 +1,8 @@
 """The admin calls the demo, the jobs and the sink need: create a topic and wait until it is
 usable (:func:`create_topic`), read a small partition back whole (:func:`read_partition`: the
-exactly-once sink's commit log), and describe topics (:func:`describe_topics`: the sink's
-preflight).
+exactly-once sink's commit log), describe topics (:func:`describe_topics`: the sink's
+preflight), and set client quotas (:func:`alter_client_quotas`: a throttled cluster, to test
+against).
 
 A producer can write to a topic only once every partition has a leader, and right after
 CreateTopics returns the leaders may not be elected yet; :func:`create_topic` waits for them,
@@ -28,7 +29,8 @@ from .protocol.messages.describe_configs import RESOURCE_TOPIC
 from .record import read_batches
 from .record.reader import Record
 
-__all__ = ["CreatedTopic", "TopicDescription", "create_topic", "describe_topics", "read_partition"]
+__all__ = ["CreatedTopic", "TopicDescription", "alter_client_quotas", "create_topic", "describe_topics",
+           "read_partition"]
 
 _POLL_S = 0.1
 BROKER_DEFAULT = -1
@@ -92,6 +94,29 @@ def create_topic(bootstrap: str, name: str, partitions: int, *,
                 raise KafkaError(f"topic {name}: not every partition has a leader after {timeout_s} s "
                                  f"(leaders: {leaders})")
             time.sleep(_POLL_S)
+
+
+def alter_client_quotas(bootstrap: str, entity: Mapping[str, str | None],
+                        quotas: Mapping[str, float | None], *, timeout_s: float = 30.0,
+                        config: ProducerConfig | Mapping[str, Any] | None = None) -> None:
+    """Set (or, for a ``None`` value, remove) ``quotas`` of ``entity`` (AlterClientQuotas,
+    KIP-546), e.g. ``alter_client_quotas(bootstrap, {"client-id": None},
+    {"producer_byte_rate": 1_048_576})`` for every client's default: the broker then throttles
+    producers above 1 MiB/s. ``entity`` maps ``user``, ``client-id`` or ``ip`` to a name, or to
+    ``None`` for that type's default. Raises the broker's error for the entity."""
+    if not entity or not quotas:
+        raise ValueError("alter_client_quotas needs an entity and at least one quota")
+    host, port = _first_address(bootstrap)
+    body = {"entries": [{
+        "entity": [{"entity_type": kind, "entity_name": name} for kind, name in entity.items()],
+        "ops": [{"key": key, "value": 0.0 if value is None else float(value), "remove": value is None}
+                for key, value in quotas.items()]}],
+        "validate_only": False}
+    with BlockingConnection(host, port, timeout_s=timeout_s,
+                            security=connection_security(bootstrap, config)) as conn:
+        for result in conn.request(apis.ALTER_CLIENT_QUOTAS, body).entries:
+            raise_for_code(result.error_code,
+                           f"AlterClientQuotas {dict(entity)}: {result.error_message or ''}")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,10 @@ The rules:
   timeout starts at ``socket.connection.setup.timeout.ms`` and doubles (±20%) with each failed
   connect up to ``socket.connection.setup.timeout.max.ms``; it resets once a connect succeeds.
 - A node whose address changed starts over with a fresh entry (no backoff carried over).
+- Throttling (KIP-219): a response may ask the client to send nothing more to its broker for
+  ``throttle_time_ms``; :meth:`throttle` records until when. A READY node is not ready for
+  requests before then (:meth:`is_ready` with a time), and :meth:`poll_delay` is that wait for a
+  connected node. The throttle outlives a reconnect, as in Java: it is the broker's quota.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ class _NodeState:
     setup_timeout_ms: int
     failed_attempts: int = 0
     failed_connects: int = 0
+    throttle_until_ms: int = 0
 
 
 class ConnectionStates:
@@ -113,8 +118,31 @@ class ConnectionStates:
             return max(entry.reconnect_backoff_ms - (now_ms - entry.last_attempt_ms), 0)
         return FOREVER_MS
 
-    def is_ready(self, node_id: int) -> bool:
-        return self.state(node_id) is _S.READY
+    def poll_delay(self, node_id: int, now_ms: int) -> int:
+        """Ms to wait before ``node_id`` could take a request: the throttle left when connected
+        and throttled, else :meth:`connection_delay`."""
+        throttled = self.throttle_delay(node_id, now_ms)
+        if throttled and self.is_connected(node_id):
+            return throttled
+        return self.connection_delay(node_id, now_ms)
+
+    def is_ready(self, node_id: int, now_ms: int | None = None) -> bool:
+        """READY, and (given ``now_ms``) not throttled."""
+        entry = self._nodes.get(node_id)
+        return (entry is not None and entry.state is _S.READY
+                and (now_ms is None or entry.throttle_until_ms <= now_ms))
+
+    def throttle(self, node_id: int, until_ms: int) -> None:
+        """The broker asked for no request to ``node_id`` before ``until_ms`` (a later throttle
+        never shortens an earlier one). Ignored for a node without an entry."""
+        entry = self._nodes.get(node_id)
+        if entry is not None and until_ms > entry.throttle_until_ms:
+            entry.throttle_until_ms = until_ms
+
+    def throttle_delay(self, node_id: int, now_ms: int) -> int:
+        """Ms left of ``node_id``'s throttle (0: not throttled)."""
+        entry = self._nodes.get(node_id)
+        return 0 if entry is None else max(entry.throttle_until_ms - now_ms, 0)
 
     def is_connecting(self, node_id: int) -> bool:
         return self.state(node_id) is _S.CONNECTING

@@ -14,6 +14,7 @@ queueing unbounded bytes.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 from typing import Iterator
 
 from ..errors import IllegalStateError
@@ -70,10 +71,18 @@ class InFlightRequests:
         self._unwritten.discard(node_id)
         return list(self._requests.pop(node_id, ()))
 
+    def add_throttle(self, node_id: int, throttle_ms: int) -> None:
+        """The broker throttles ``node_id``'s connection for ``throttle_ms``: its requests in
+        flight get that much longer before they time out (Java's ``incrementThrottleTime``)."""
+        queue = self._requests.get(node_id)
+        if queue:
+            self._requests[node_id] = deque(replace(request, throttle_ms=request.throttle_ms + throttle_ms)
+                                            for request in queue)
+
     def timed_out_nodes(self, now_ms: int) -> list[int]:
-        """Nodes with a request older than its own request timeout."""
+        """Nodes with a request older than its own request timeout (throttled time not counted)."""
         return [node_id for node_id, queue in self._requests.items()
-                if any(now_ms - request.send_ms > request.request_timeout_ms for request in queue)]
+                if any(now_ms > request.deadline_ms for request in queue)]
 
     def next_deadline_ms(self) -> int | None:
         """The earliest request deadline over all nodes, or None when nothing is in flight."""

@@ -26,7 +26,9 @@ waiting ``max.block.ms``. A request whose connection drops completes with ``disc
 request that outlives its timeout closes its connection (as Java: the broker may be stuck) and
 completes with ``timed_out``. A protocol error (bad frame, correlation id mismatch) closes the
 connection with the reason logged. Metadata refreshes go to the least-loaded node, one at a time,
-and take priority: while one is due, ``is_ready`` is false for every node.
+and take priority: while one is due, ``is_ready`` is false for every node. A response that asks
+the client to wait (``throttle_time_ms``, KIP-219: :mod:`.throttle`) makes its node not ready
+for that long; :meth:`NetworkClient.poll_delay` tells the sender how long.
 
 Not thread-safe, except :meth:`wakeup`.
 """
@@ -44,6 +46,7 @@ from ..errors import (
     AuthenticationError, CorrelationIdMismatchError, IllegalStateError, KafkaConnectionError,
     ProtocolError, SslAuthenticationError, UnsupportedVersionError,
 )
+from ..protocol.api_message import ApiMessage
 from ..protocol.apis import API_VERSIONS, METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from ..protocol.frame_buffer import DEFAULT_MAX_FRAME_BYTES
 from ..protocol.framing import Response
@@ -60,6 +63,7 @@ from .metadata import Metadata
 from .metadata_updater import MetadataUpdater
 from .requests import ClientRequest, ClientResponse, InFlightRequest
 from .selector import PollResult, Selectable
+from .throttle import client_should_throttle
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +103,12 @@ class NetworkClient:
     """Connections, in-flight requests, timeouts and metadata refresh; see module doc."""
 
     def __init__(self, *, selector: Selectable, metadata: Metadata, clock: Clock,
-                 settings: NetworkSettings = NetworkSettings(), rng: random.Random | None = None):
+                 settings: NetworkSettings = NetworkSettings(), rng: random.Random | None = None,
+                 throttle_observer: Callable[[ApiMessage, int, int], None] | None = None):
+        """``throttle_observer(api, throttle_ms, now_ms)`` sees the throttle time of every
+        response that has one (the producer's ``produce-throttle-time`` metrics)."""
         self._selector = selector
+        self._throttle_observer = throttle_observer
         self._metadata = metadata
         self._clock = clock
         self._settings = settings
@@ -139,13 +147,19 @@ class NetworkClient:
         return False
 
     def is_ready(self, node_id: int, now_ms: int) -> bool:
-        """READY, under the in-flight cap, and no metadata refresh is due (it goes first)."""
-        return not self._updater.is_update_due(now_ms) and self._can_send_request(node_id)
+        """READY, not throttled, under the in-flight cap, and no metadata refresh is due (it
+        goes first)."""
+        return not self._updater.is_update_due(now_ms) and self._can_send_request(node_id, now_ms)
 
     def connection_delay(self, node_id: int, now_ms: int) -> int:
         """Ms before ``node_id`` could be ready: the reconnect backoff left when disconnected,
         the setup timeout while connecting, "forever" (until an event) when connected."""
         return self._states.connection_delay(node_id, now_ms)
+
+    def poll_delay(self, node_id: int, now_ms: int) -> int:
+        """Ms before ``node_id`` could take a request: the throttle left when the broker asked
+        for a pause (:mod:`.throttle`), else :meth:`connection_delay`."""
+        return self._states.poll_delay(node_id, now_ms)
 
     def connection_failed(self, node_id: int) -> bool:
         """The last connection to ``node_id`` failed or closed (it is not merely unknown)."""
@@ -186,7 +200,7 @@ class NetworkClient:
         for i in range(len(nodes)):
             node = nodes[(offset + i) % len(nodes)]
             node_id = node.node_id
-            if self._can_send_request(node_id):
+            if self._can_send_request(node_id, now_ms):
                 load = self._in_flight.count(node_id)
                 if load == 0:
                     return node
@@ -210,10 +224,11 @@ class NetworkClient:
         (or not the one requested)."""
         self._ensure_open()
         node_id = request.node_id
-        if not self._can_send_request(node_id):
+        if not self._can_send_request(node_id, now_ms):
             raise IllegalStateError(
                 f"node {node_id} is not ready for a request (connection "
-                f"{self._states.state(node_id).value}, {self._in_flight.count(node_id)} in flight)")
+                f"{self._states.state(node_id).value}, {self._in_flight.count(node_id)} in flight, "
+                f"throttled for {self._states.throttle_delay(node_id, now_ms)} ms)")
         connection = self._connections[node_id]
         version = connection.version_for(request.api, request.version, request.max_version)
         self._do_send(request, connection, version, now_ms, internal=False)
@@ -250,7 +265,7 @@ class NetworkClient:
         if node is None:
             log.debug("no node available for a Metadata request")
             return self._settings.reconnect_backoff_ms
-        if self._can_send_request(node.node_id):
+        if self._can_send_request(node.node_id, now_ms):
             self._send_metadata_request(node.node_id, now_ms)
             return self._settings.request_timeout_ms
         if self._states.any_connecting():
@@ -364,8 +379,8 @@ class NetworkClient:
 
     # --- internals ------------------------------------------------------------------------------
 
-    def _can_send_request(self, node_id: int) -> bool:
-        return (self._states.is_ready(node_id) and node_id in self._connections
+    def _can_send_request(self, node_id: int, now_ms: int) -> bool:
+        return (self._states.is_ready(node_id, now_ms) and node_id in self._connections
                 and self._in_flight.can_send_more(node_id))
 
     def _initiate_connect(self, node: Node, now_ms: int) -> None:
@@ -422,6 +437,7 @@ class NetworkClient:
             raise CorrelationIdMismatchError(
                 f"the response with correlation id {response.correlation_id} does not answer the "
                 f"oldest request in flight (correlation id {request.correlation_id})")
+        self._maybe_throttle(node_id, request, response.body, now_ms)
         if not request.internal:
             responses.append(request.completed(response.body, now_ms))
         elif request.request.api is METADATA:
@@ -451,6 +467,21 @@ class NetworkClient:
             log.warning("closing the connection to node %d: ApiVersions failed: %s",
                         node_id, outcome.error)
             self._close_connection(node_id, responses, now_ms)
+
+    def _maybe_throttle(self, node_id: int, request: InFlightRequest, body: Any, now_ms: int) -> None:
+        """Honour a response's ``throttle_time_ms`` (:mod:`.throttle`): record it, and when the
+        broker answered at once and expects the client to wait (KIP-219), send nothing more to
+        that node until the time is up."""
+        if body is None or "throttle_time_ms" not in body:
+            return
+        throttle_ms = body.throttle_time_ms or 0
+        if self._throttle_observer is not None:
+            self._throttle_observer(request.request.api, throttle_ms, now_ms)
+        if throttle_ms > 0 and client_should_throttle(request.request.api, request.version):
+            log.debug("node %d asked for no requests for %d ms (%s v%d, a quota)", node_id,
+                      throttle_ms, request.request.api.name, request.version)
+            self._states.throttle(node_id, now_ms + throttle_ms)
+            self._in_flight.add_throttle(node_id, throttle_ms)
 
     def _node_ready(self, node_id: int) -> None:
         self._states.ready(node_id)

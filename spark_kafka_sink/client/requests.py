@@ -59,6 +59,7 @@ class InFlightRequest:
     send_ms: int
     request_timeout_ms: int
     internal: bool = False
+    throttle_ms: int = 0  # time the broker throttled this connection since: not counted as waiting
 
     @property
     def node_id(self) -> int:
@@ -66,7 +67,7 @@ class InFlightRequest:
 
     @property
     def deadline_ms(self) -> int:
-        return self.send_ms + self.request_timeout_ms
+        return self.send_ms + self.request_timeout_ms + self.throttle_ms
 
     def completed(self, body: Struct | None, now_ms: int) -> "ClientResponse":
         return ClientResponse(self.request, now_ms, body, version=self.version,

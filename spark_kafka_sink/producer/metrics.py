@@ -31,8 +31,11 @@ Where this differs from Java (each for a stated reason):
   holding every sendable partition of that node): ``produce-drain-total`` counts drains that
   sent at least one request (``on_drain``); per node, ``produce-request-total`` counts the
   ProduceRequests sent and ``produce-partition-total`` the partition batches they carried.
+- ``produce-throttle-time-avg`` / ``-max``: the ``throttle_time_ms`` of every response the
+  producer's network client receives that has one (Java's sensor, recorded the same way);
+  :meth:`ProducerMetrics.on_throttle`.
 - Not reported: ``bufferpool-wait-ratio`` (needs the pool to record each wait into a sensor),
-  ``produce-throttle-time-*``, the selector's network metrics.
+  the selector's network metrics.
 
 Thread safety: :class:`ProducerMetrics` guards all its stats with one lock; hooks and snapshots
 may be called from any thread. The stat classes on their own are not thread safe.
@@ -89,6 +92,7 @@ _GLOBAL = {
     "errors": _meter("record-error"),
     "drains": {"produce-drain-total": Total},
     "batch-splits": _meter("batch-split"),
+    "throttle-time": {"produce-throttle-time-avg": Avg, "produce-throttle-time-max": Max},
     # time the caller spent in each transactional call, Java's KafkaProducerMetrics names
     "txn-init": {"txn-init-time-ns-total": Total},
     "txn-begin": {"txn-begin-time-ns-total": Total},
@@ -174,6 +178,11 @@ class ProducerMetrics:
             g["requests"].record(1, now_ms)
             node.sensors["latency"].record(latency_ms, now_ms)
             node.sensors["requests"].record(1, now_ms)
+
+    def on_throttle(self, api: Any, throttle_ms: int, now_ms: int) -> None:
+        """A response's ``throttle_time_ms`` (the network client's throttle observer)."""
+        with self._lock:
+            self._global.sensors["throttle-time"].record(throttle_ms, now_ms)
 
     def on_retry(self, topic: str, record_count: int) -> None:
         """``record_count`` records of ``topic`` go back for another attempt."""

@@ -179,12 +179,13 @@ class KafkaProducer:
             retry_backoff_max_ms=cfg.retry_backoff_max_ms, delivery_timeout_ms=cfg.delivery_timeout_ms,
             buffer_pool=self._pool, clock=clock, transaction_manager=transaction_manager,
             partitioner=self._partitioner)
+        self._metrics = ProducerMetrics(clock=clock, client_id=self.client_id)
         self._client = NetworkClient(
             selector=selector or Selector(clock=clock, connections_max_idle_ms=cfg.connections_max_idle_ms,
                                           transport_factory=transport_factory_for(cfg)),
             metadata=self._metadata, clock=clock,
-            settings=NetworkSettings.from_config(cfg, client_id=self.client_id))
-        self._metrics = ProducerMetrics(clock=clock, client_id=self.client_id)
+            settings=NetworkSettings.from_config(cfg, client_id=self.client_id),
+            throttle_observer=self._metrics.on_throttle)
         self._metrics.register_gauges(buffer_pool=self._pool, metadata=self._metadata, client=self._client)
         self._sender = Sender(client=self._client, metadata=self._metadata, accumulator=self._accumulator,
                               clock=clock, settings=SenderSettings.from_config(cfg),

@@ -291,8 +291,7 @@ class Sender:
             if can_drain:
                 nodes[node_id] = client.connection_id(node_id)
             else:
-                not_ready_timeout = min(not_ready_timeout,
-                                        client.connection_delay(node_id, now_ms))
+                not_ready_timeout = min(not_ready_timeout, client.poll_delay(node_id, now_ms))
         return ReadyNodes(nodes, not_ready_timeout)
 
     def _track_in_flight(self, drained: Mapping[int, list[ProducerBatch]]) -> None:

@@ -428,7 +428,7 @@ class TxnRequestSender:
                 self._pending = None
                 self._not_before_ms = now_ms + self._retry_backoff_ms
                 return self._retry_backoff_ms
-            return min(self._client.connection_delay(node.node_id, now_ms), self._retry_backoff_ms)
+            return min(self._client.poll_delay(node.node_id, now_ms), self._retry_backoff_ms)
         request = ClientRequest(node.node_id, handler.api, handler.request_body, created_ms=now_ms,
                                 max_version=handler.max_version,
                                 callback=lambda response: self._on_response(handler, response))

@@ -14,12 +14,14 @@
     AddPartitionsToTxn       24    0-5       3+
     EndTxn                   26    0-5       3+
     SaslAuthenticate         36    0-2       2+
+    AlterClientQuotas        49    0-1       1+
 """
 
 from __future__ import annotations
 
 from .api_message import ApiMessage
 from .messages.api_versions import API_VERSIONS
+from .messages.client_quotas import ALTER_CLIENT_QUOTAS
 from .messages.create_topics import CREATE_TOPICS
 from .messages.describe_configs import DESCRIBE_CONFIGS
 from .messages.fetch import FETCH, LIST_OFFSETS
@@ -33,6 +35,7 @@ from .messages.transactions import ADD_PARTITIONS_TO_TXN, END_TXN
 ALL_APIS: tuple[ApiMessage, ...] = (
     PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS,
     INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, SASL_AUTHENTICATE, DESCRIBE_CONFIGS,
+    ALTER_CLIENT_QUOTAS,
 )
 
 BY_KEY: dict[int, ApiMessage] = {api.api_key: api for api in ALL_APIS}
@@ -42,5 +45,5 @@ BY_NAME: dict[str, ApiMessage] = {api.name: api for api in ALL_APIS}
 __all__ = [
     "ALL_APIS", "BY_KEY", "BY_NAME", "API_VERSIONS", "METADATA", "PRODUCE", "FETCH", "LIST_OFFSETS", "INIT_PRODUCER_ID",
     "CREATE_TOPICS", "FIND_COORDINATOR", "ADD_PARTITIONS_TO_TXN", "END_TXN", "SASL_HANDSHAKE",
-    "SASL_AUTHENTICATE", "DESCRIBE_CONFIGS",
+    "SASL_AUTHENTICATE", "DESCRIBE_CONFIGS", "ALTER_CLIENT_QUOTAS",
 ]

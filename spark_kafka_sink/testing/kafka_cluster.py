@@ -225,6 +225,14 @@ class KafkaCluster:
             return dict(created.leaders)
         return self._create_assigned(name, assignments, configs, timeout_s)
 
+    def set_client_quotas(self, quotas: Mapping[str, float | None], *, client_id: str | None = None,
+                          timeout_s: float = 30.0) -> None:
+        """Set (``None``: remove) client quotas for ``client_id``, or for every client's default
+        when ``client_id`` is None, e.g. ``{"producer_byte_rate": 1_048_576}``: the brokers then
+        throttle producers above 1 MiB/s (KIP-219)."""
+        admin.alter_client_quotas(self._direct_bootstrap(), {"client-id": client_id}, quotas,
+                                  timeout_s=timeout_s)
+
     def _create_assigned(self, name: str, assignments: Mapping[int, Sequence[int]],
                          configs: Mapping[str, str], timeout_s: float) -> dict[int, int]:
         body = {"topics": [{"name": name, "num_partitions": -1, "replication_factor": -1,

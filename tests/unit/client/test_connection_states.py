@@ -162,3 +162,23 @@ def test_disconnected_twice_is_harmless():
     cs.disconnected(1, 0)
     cs.disconnected(1, 5)
     assert cs.reconnect_backoff_ms(1) == 50 and cs.last_attempt_ms(1) == 0
+
+
+def test_a_throttle_holds_a_ready_node_back_never_regresses_and_outlives_a_reconnect():
+    cs = states()
+    cs.throttle(1, 500)                       # no entry: ignored
+    assert cs.throttle_delay(1, 0) == 0
+    cs.connecting(1, 0, "a:1")
+    cs.checking_api_versions(1)
+    cs.ready(1)
+    cs.throttle(1, 300)
+    cs.throttle(1, 200)                       # an earlier end never shortens the throttle
+    assert not cs.is_ready(1, 100) and cs.is_ready(1) and cs.is_ready(1, 300)
+    assert cs.throttle_delay(1, 100) == 200 and cs.poll_delay(1, 100) == 200
+    assert cs.poll_delay(1, 300) == FOREVER_MS          # connected, no longer throttled
+    cs.disconnected(1, 120)
+    assert cs.poll_delay(1, 130) == cs.connection_delay(1, 130)   # disconnected: the backoff
+    cs.connecting(1, 200, "a:1")
+    cs.checking_api_versions(1)
+    cs.ready(1)
+    assert not cs.is_ready(1, 250) and cs.is_ready(1, 300)   # the broker's quota, not the socket's

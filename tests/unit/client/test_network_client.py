@@ -579,3 +579,67 @@ def test_a_long_poll_wakes_for_the_connection_setup_deadline():
     h.clock.advance(h.sel.poll_timeouts[-1])
     h.client.poll(60_000, h.now)
     assert h.state(2) is ConnectionState.DISCONNECTED
+
+
+# --- broker throttling (KIP-219, client/throttle.py) ----------------------------------------------
+
+def throttled_answer(throttle_ms: int):
+    def answer(request) -> dict:
+        return {**produce_answer(request), "throttle_time_ms": throttle_ms}
+    return answer
+
+
+def throttle_harness(produce_range: tuple[int, int] | None = None):
+    seen = []
+    ranges = None if produce_range is None else {2: {**our_ranges(), PRODUCE.api_key: produce_range}}
+    h = Harness(ranges=ranges)
+    h.client._throttle_observer = lambda api, ms, now: seen.append((api.name, ms))
+    h.bootstrap()
+    h.connect(2)
+    h.brokers[2].handlers[PRODUCE.api_key] = throttled_answer(700)
+    return h, seen
+
+
+def test_a_throttled_produce_response_holds_the_node_back_for_the_time_asked():
+    h, seen = throttle_harness()
+    h.client.send(h.request(2), h.now)
+    responses = h.poll()
+    assert [r.body.throttle_time_ms for r in responses] == [700]   # answered at once, no error
+    assert ("Produce", 700) in seen
+    start = h.now
+    assert not h.client.is_ready(2, h.now) and not h.client.ready(2, h.now)
+    assert h.client.poll_delay(2, h.now) == 700
+    assert h.client.connection_delay(2, h.now) > 700    # connected: "until an event"
+    with pytest.raises(IllegalStateError, match="throttled for 700 ms"):
+        h.client.send(h.request(2), h.now)
+    h.clock.advance(699)
+    assert not h.client.is_ready(2, h.now) and h.client.poll_delay(2, h.now) == 1
+    h.clock.advance(1)
+    assert h.client.is_ready(2, h.now) and h.now - start == 700
+    h.connect(3)
+    assert h.client.poll_delay(3, h.now) > 700                      # other nodes unaffected
+
+
+def test_requests_in_flight_get_the_throttled_time_before_they_time_out():
+    h, seen = throttle_harness()
+    h.brokers[2].hold = True
+    h.client.send(h.request(2), h.now)
+    h.poll()                                       # written, not answered
+    h.client._in_flight.add_throttle(2, 5_000)     # as a throttled answer on this connection does
+    h.clock.advance(30_001)                        # past request.timeout.ms, within it + throttle
+    assert h.client._in_flight.timed_out_nodes(h.now) == []
+    h.clock.advance(5_000)
+    assert h.client._in_flight.timed_out_nodes(h.now) == [2]
+
+
+def test_a_throttle_time_before_kip_219_is_recorded_but_not_applied_by_the_client():
+    h, seen = throttle_harness(produce_range=(3, 5))   # Produce v5: the broker delays instead
+    h.client.send(h.request(2), h.now)
+    h.poll()
+    assert ("Produce", 700) in seen
+    assert h.client.is_ready(2, h.now) and h.client.poll_delay(2, h.now) > 700
+
+
+def test_the_throttle_time_of_every_response_is_observed_zero_included():
+    h, seen = throttle_harness()
+    assert ("ApiVersions", 0) in seen and ("Metadata", 0) in seen

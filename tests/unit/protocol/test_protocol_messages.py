@@ -60,6 +60,7 @@ def test_registry_matches_the_declared_ranges():
         "EndTxn": (26, 0, 5, 3),
         "SaslHandshake": (17, 0, 1, None),
         "SaslAuthenticate": (36, 0, 2, 2),
+        "AlterClientQuotas": (49, 0, 1, 1),
     }
     assert set(BY_KEY) == {api.api_key for api in ALL_APIS}
     assert BY_NAME["Metadata"] is BY_KEY[3]
