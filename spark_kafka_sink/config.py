@@ -15,9 +15,10 @@ Then the Java producer's cross-property rules, in its order:
 
 1. Security (:func:`_check_security`): with a TLS protocol (SSL, SASL_SSL) trust and client
    certificates must be PEM files (JKS and PKCS12 stores are refused by name); with a SASL protocol
-   ``sasl.mechanism`` must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI, Java's default, and
-   OAUTHBEARER are refused) and credentials must come from ``sasl.username``/``sasl.password`` or
-   a ``sasl.jaas.config`` login line for that mechanism (``client.jaas``).
+   ``sasl.mechanism`` must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI, Java's
+   default, is refused); PLAIN and SCRAM credentials come from ``sasl.username``/``sasl.password``
+   or a ``sasl.jaas.config`` login line for that mechanism, OAUTHBEARER tokens from exactly one
+   source (``client.jaas``, ``client.oauth``).
 2. ``reconnect.backoff.ms`` set without ``reconnect.backoff.max.ms``: the maximum becomes the base
    (``CommonClientConfigs.postProcessReconnectBackoffConfigs``).
 3. Idempotence on (``ProducerConfig.postProcessAndValidateIdempotenceConfigs``): ``retries`` = 0 or
@@ -43,11 +44,11 @@ import difflib
 import ipaddress
 import re
 from dataclasses import dataclass, field, fields
-from types import MappingProxyType
+from types import MappingProxyType, SimpleNamespace
 from typing import Any, Callable, Mapping
 
 from .bytecodec import INT32_MAX, INT64_MAX
-from .client.jaas import SASL_PROTOCOLS, sasl_credentials
+from .client.jaas import SASL_PROTOCOLS, credentials_from_config
 from .client.tls import TLS_PROTOCOLS
 from .errors import ConfigError
 from .record.codecs import CompressionType, codec_for
@@ -195,6 +196,13 @@ _CODECS = _choice({t.java_name: t for t in CompressionType}, lambda t: t.java_na
 _PROTOCOLS = _choice({p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")})
 _STORES = _choice({t: t for t in ("JKS", "PKCS12", "PEM")})
 _MECHANISMS = _choice({m: m for m in ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")})
+_OAUTH_METHODS = _choice({"default": "default", "oidc": "oidc"})
+
+
+def _callable() -> dict[str, Any]:
+    def parse(value: Any) -> Any:
+        return value if value is None or callable(value) else _BAD
+    return {"parse": parse, "expected": "a function (or None)"}
 
 
 def _key(name: str, default: Any, kind: Mapping[str, Any], doc: str, *, secret: bool = False) -> Any:
@@ -254,6 +262,26 @@ class ProducerConfig:
     sasl_jaas_config: str | None = _key("sasl.jaas.config", None, _OPT, "JAAS login line.", secret=True)
     sasl_username: str | None = _key("sasl.username", None, _OPT, "PLAIN/SCRAM user, instead of JAAS.")
     sasl_password: str | None = _key("sasl.password", None, _OPT, "PLAIN/SCRAM password.")
+    sasl_oauthbearer_method: str = _key(
+        "sasl.oauthbearer.method", "default", _OAUTH_METHODS, "OAUTHBEARER tokens: default or oidc (librdkafka).")
+    sasl_oauthbearer_config: str | None = _key(
+        "sasl.oauthbearer.config", None, _OPT, "Passed to the token function (librdkafka).", secret=True)
+    oauth_cb: Callable[..., Any] | None = _key(
+        "oauth_cb", None, _callable(), "Token function: config string -> (token, expiry s) (confluent-kafka).")
+    sasl_oauthbearer_token_provider: str | None = _key(
+        "sasl.oauthbearer.token.provider", None, _OPT, "The token function as module:function.")
+    enable_sasl_oauthbearer_unsecure_jwt: bool = _key(
+        "enable.sasl.oauthbearer.unsecure.jwt", False, _BOOL, "Unsigned test tokens (librdkafka).")
+    sasl_oauthbearer_token_endpoint_url: str | None = _key(
+        "sasl.oauthbearer.token.endpoint.url", None, _OPT, "OIDC token endpoint (KIP-768).")
+    sasl_oauthbearer_client_id: str | None = _key(
+        "sasl.oauthbearer.client.id", None, _OPT, "OIDC client id (librdkafka).")
+    sasl_oauthbearer_client_secret: str | None = _key(
+        "sasl.oauthbearer.client.secret", None, _OPT, "OIDC client secret (librdkafka).")
+    sasl_oauthbearer_scope: str | None = _key(
+        "sasl.oauthbearer.scope", None, _OPT, "OIDC scope (librdkafka).")
+    sasl_oauthbearer_extensions: str | None = _key(
+        "sasl.oauthbearer.extensions", None, _OPT, "SASL extensions, key=value,... (librdkafka).")
     ssl_ca_location: str | None = _key("ssl.ca.location", None, _OPT, "PEM CA file (librdkafka).")
     ssl_certificate_location: str | None = _key(
         "ssl.certificate.location", None, _OPT, "PEM client certificate chain (librdkafka).")
@@ -421,8 +449,7 @@ def _check_security(values: dict[str, Any]) -> None:
     if protocol in TLS_PROTOCOLS:
         _check_tls(values)
     if protocol in SASL_PROTOCOLS:
-        sasl_credentials(values["sasl_mechanism"], values["sasl_username"], values["sasl_password"],
-                         values["sasl_jaas_config"])
+        credentials_from_config(SimpleNamespace(**values), resolve=False)
 
 
 def _check_tls(values: dict[str, Any]) -> None:

@@ -66,6 +66,9 @@ class SaslAuthenticator:
             raise AuthenticationError(f"{self._describe()}: unexpected {api.name} response")
         if body.error_code:
             message = body.error_message or "no detail given"
+            refusal = getattr(self._mechanism, "refusal", None)
+            if refusal and '"status"' not in message:
+                message += f" ({refusal})"
             raise _error(body.error_code, f"{self._describe()} was refused: {message}")
         token = self._mechanism.evaluate(bytes(body.auth_bytes or b""))
         if token is not None:
@@ -86,8 +89,8 @@ class SaslAuthenticator:
         return SaslStep(SASL_AUTHENTICATE, {"auth_bytes": token})
 
     def _describe(self) -> str:
-        return (f"SASL {self._credentials.mechanism} authentication of user "
-                f"{self._credentials.username!r} with {self._address}")
+        return (f"SASL {self._credentials.mechanism} authentication {self._credentials.describe()} "
+                f"with {self._address}")
 
 
 def _error(code: int, message: str) -> AuthenticationError:

@@ -13,6 +13,14 @@ SCRAM-SHA-256/512 take ``ScramLoginModule``; both need ``username`` and ``passwo
 Credentials may instead come from ``sasl.username`` / ``sasl.password`` (librdkafka's names); giving
 both forms is refused, so there is never a question of which one wins.
 
+OAUTHBEARER takes a token source instead (:mod:`.oauth`), exactly one of: ``oauth_cb``,
+``sasl.oauthbearer.token.provider``, ``sasl.oauthbearer.method=oidc`` (with the token endpoint,
+client id and secret), ``enable.sasl.oauthbearer.unsecure.jwt``, or Java's
+``OAuthBearerLoginModule`` line: with ``clientId``/``clientSecret`` (and ``scope``,
+``extension_<name>`` options) it is OIDC against ``sasl.oauthbearer.token.endpoint.url``; with
+``unsecuredLoginStringClaim_sub`` an unsecured JWT. :func:`credentials_from_config` reads them all
+from a config.
+
 Every error is a :class:`ConfigError` naming the property at fault; no error, repr or log line
 carries the password or the text of the login line (it holds the password).
 """
@@ -21,16 +29,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from ..errors import ConfigError
 
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 _MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
 }
 _FLAGS = frozenset({"required", "requisite", "sufficient", "optional"})
 _TOKEN = re.compile(r'\s*(?:(?P<quoted>"(?:[^"\\]|\\.)*")|(?P<word>[^\s=;"]+)|(?P<punct>[=;]))',
@@ -53,11 +62,19 @@ class JaasLogin:
 
 @dataclass(frozen=True)
 class SaslCredentials:
-    """What a SASL mechanism needs to log in; the password never shows in the repr."""
+    """What a SASL mechanism needs to log in; the password never shows in the repr. OAUTHBEARER:
+    no user or password but ``token_cache`` (:class:`~.oauth.TokenCache`), one per producer."""
 
     mechanism: str
     username: str
     password: str = field(repr=False)
+    token_cache: Any = field(default=None, repr=False, compare=False)
+
+    def describe(self) -> str:
+        """Who logs in, for messages: the user, or where the token comes from."""
+        if self.token_cache is not None:
+            return f"with the token of {self.token_cache.describe()}"
+        return f"of user {self.username!r}"
 
 
 def parse_jaas_config(text: str) -> JaasLogin:
@@ -85,10 +102,40 @@ def parse_jaas_config(text: str) -> JaasLogin:
     return JaasLogin(module, flag.lower(), options)
 
 
+def credentials_from_config(config: Any, *, resolve: bool = True) -> SaslCredentials:
+    """The SASL credentials a config (a ``ProducerConfig``, or anything with its attribute
+    names) sets for its ``sasl.mechanism``. ``resolve`` False only checks the settings (a
+    ``sasl.oauthbearer.token.provider`` is then not imported, so a driver may name a module only
+    executors have)."""
+    mechanism = config.sasl_mechanism
+    if mechanism != "OAUTHBEARER":
+        return sasl_credentials(mechanism, config.sasl_username, config.sasl_password,
+                                config.sasl_jaas_config)
+    from .oauth import TokenCache, token_source_from  # noqa: PLC0415 - only OAUTHBEARER needs it
+
+    given = [name for name, value in (("sasl.username", config.sasl_username),
+                                      ("sasl.password", config.sasl_password)) if value is not None]
+    if given:
+        raise ConfigError(f"{' and '.join(given)} are for PLAIN and SCRAM; sasl.mechanism=OAUTHBEARER "
+                          f"takes a token source (oauth_cb, sasl.oauthbearer.token.provider, "
+                          f"sasl.oauthbearer.method=oidc or {_JAAS})")
+    login = None
+    if config.sasl_jaas_config is not None:
+        login = parse_jaas_config(config.sasl_jaas_config)
+        if login.module != _MODULES[mechanism]:
+            raise ConfigError(f"{_JAAS} names {login.module}, but sasl.mechanism={mechanism} "
+                              f"needs {_MODULES[mechanism]}")
+    source = token_source_from(config, login, resolve=resolve)
+    return SaslCredentials(mechanism, "", "", TokenCache(source) if source is not None else None)
+
+
 def sasl_credentials(mechanism: str, username: str | None, password: str | None,
                      jaas_config: str | None) -> SaslCredentials:
     """The credentials for ``mechanism`` from either property form; ConfigError naming the
     properties when the mechanism is not supported or the credentials are missing or mixed."""
+    if mechanism == "OAUTHBEARER":
+        raise ConfigError("sasl.mechanism=OAUTHBEARER takes a token source, not a user and password: "
+                          "use credentials_from_config")
     if mechanism not in SUPPORTED_MECHANISMS:
         default = " (Java's default)" if mechanism == "GSSAPI" else ""
         raise ConfigError(f"sasl.mechanism={mechanism}{default} is not supported; set "

@@ -58,7 +58,7 @@ from .authenticator import SaslAuthenticator, SaslStep
 from .connection import Connection
 from .connection_states import FOREVER_MS, ConnectionState, ConnectionStates
 from .in_flight import InFlightRequests
-from .jaas import SASL_PROTOCOLS, SaslCredentials, sasl_credentials
+from .jaas import SASL_PROTOCOLS, SaslCredentials, credentials_from_config
 from .metadata import Metadata
 from .metadata_updater import MetadataUpdater
 from .requests import ClientRequest, ClientResponse, InFlightRequest
@@ -93,8 +93,7 @@ class NetworkSettings:
         values = {name: getattr(config, name) for name in cls.__dataclass_fields__
                   if hasattr(config, name)}
         if getattr(config, "security_protocol", "PLAINTEXT") in SASL_PROTOCOLS:
-            values["sasl"] = sasl_credentials(config.sasl_mechanism, config.sasl_username,
-                                              config.sasl_password, config.sasl_jaas_config)
+            values["sasl"] = credentials_from_config(config)
         values.update(overrides)
         return cls(**values)
 

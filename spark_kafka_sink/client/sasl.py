@@ -1,4 +1,5 @@
-"""SASL mechanisms, sans I/O: PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802, RFC 7677).
+"""SASL mechanisms, sans I/O: PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802, RFC 7677) and
+OAUTHBEARER (RFC 7628).
 
 A mechanism turns server challenges into client responses::
 
@@ -27,6 +28,15 @@ The client checks that the server nonce extends its own, that the iteration coun
 4096 (Kafka's minimum) and that the server signature matches: a broker that does not know the
 password cannot complete the exchange. Failures raise :class:`SaslError` (an
 AuthenticationError) with a message that never contains the password.
+
+OAUTHBEARER sends one message, the token from the producer's :class:`~.oauth.TokenCache` with its
+SASL extensions (RFC 7628 §3.1, as Kafka's ``OAuthBearerClientInitialResponse``)::
+
+    n,,\x01auth=Bearer <token>\x01<key>=<value>\x01...\x01\x01
+
+An empty answer completes it. A refusal comes as a JSON error (RFC 7628 §3.2.2: ``status``,
+``scope``, ``openid-configuration``); the client answers ``\x01`` as the RFC requires, and the
+broker then fails the exchange: the error names the JSON status, never the token.
 """
 
 from __future__ import annotations
@@ -34,8 +44,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import secrets
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from ..errors import AuthenticationError
 from .jaas import SaslCredentials
@@ -61,6 +72,8 @@ class SaslMechanism(Protocol):
 
 def mechanism_for(credentials: SaslCredentials) -> SaslMechanism:
     """A fresh mechanism (one per connection) for ``credentials``."""
+    if credentials.mechanism == "OAUTHBEARER":
+        return OAuthBearerMechanism(credentials.token_cache)
     if credentials.mechanism == "PLAIN":
         return PlainMechanism(credentials.username, credentials.password)
     hash_name = _SCRAM_HASHES.get(credentials.mechanism)
@@ -96,6 +109,63 @@ class PlainMechanism:
 
     def __repr__(self) -> str:
         return "PlainMechanism()"
+
+
+class OAuthBearerMechanism:
+    """RFC 7628 client: the token (fetched, or refreshed, when the exchange starts) and its
+    extensions in one message; see the module docstring."""
+
+    name = "OAUTHBEARER"
+    SEPARATOR = "\x01"
+
+    def __init__(self, tokens: Any):
+        self._tokens = tokens
+        self._step = 0
+        self._complete = False
+        self._status: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self._complete
+
+    def initial_response(self) -> bytes:
+        token = self._tokens.token()
+        extensions = "".join(f"{self.SEPARATOR}{key}={value}" for key, value in token.extensions.items())
+        self._step = 1
+        return f"n,,{self.SEPARATOR}auth=Bearer {token.value}{extensions}{self.SEPARATOR}{self.SEPARATOR}".encode()
+
+    def evaluate(self, challenge: bytes) -> bytes | None:
+        if self._step == 1 and not challenge:
+            self._step = 2
+            self._complete = True
+            return None
+        if self._step == 1:  # the broker's error: acknowledge it; the broker then fails the exchange
+            self._step = 2
+            self._status = _oauth_error(challenge)
+            return self.SEPARATOR.encode()
+        raise SaslError(f"OAUTHBEARER: the broker refused the token ({self._status or 'no status given'})"
+                        if self._status else "OAUTHBEARER: unexpected server message")
+
+    @property
+    def refusal(self) -> str | None:
+        """The JSON status of the broker's refusal (``invalid_token``, ...), once refused."""
+        return self._status
+
+    def __repr__(self) -> str:
+        return f"OAuthBearerMechanism({self._tokens!r})"
+
+
+def _oauth_error(challenge: bytes) -> str:
+    """The ``status`` of an RFC 7628 error message (and its scope, when given)."""
+    try:
+        error = json.loads(challenge.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return "an unreadable error message"
+    if not isinstance(error, dict):
+        return "an unreadable error message"
+    status = str(error.get("status", "no status"))
+    scope = error.get("scope")
+    return f"status {status}" + (f", scope {scope}" if scope else "")
 
 
 class ScramMechanism:

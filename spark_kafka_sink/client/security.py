@@ -12,7 +12,7 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
-from .jaas import SASL_PROTOCOLS, SaslCredentials, sasl_credentials
+from .jaas import SASL_PROTOCOLS, SaslCredentials, credentials_from_config
 from .tls import TLS_PROTOCOLS, build_ssl_context
 
 
@@ -29,8 +29,7 @@ class ConnectionSecurity:
         context = build_ssl_context(config) if protocol in TLS_PROTOCOLS else None
         sasl = None
         if protocol in SASL_PROTOCOLS:
-            sasl = sasl_credentials(config.sasl_mechanism, config.sasl_username,
-                                    config.sasl_password, config.sasl_jaas_config)
+            sasl = credentials_from_config(config)
         return cls(context, sasl)
 
 

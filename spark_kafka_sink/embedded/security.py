@@ -9,10 +9,16 @@ files of :mod:`.certs`) this module renders:
       ssl.keystore.certificate.chain=<server certificate + CA PEM, inline>
       ssl.truststore.type=PEM                   ssl.truststore.location=<tls>/ca.pem
       listener.name.<l>.ssl.client.auth=none|requested|required      (l = ssl, sasl_ssl)
-      sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+      sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
       listener.name.<l>.plain.sasl.jaas.config=...PlainLoginModule required user_<name>="<pw>" ...;
       listener.name.<l>.scram-sha-256.sasl.jaas.config=...ScramLoginModule required;   (and -512)
+      listener.name.<l>.oauthbearer.sasl.jaas.config=...OAuthBearerLoginModule required;
                                                 (l = sasl_plaintext, sasl_ssl)
+
+  OAUTHBEARER runs Kafka's unsecured validator (unsigned JWTs, ``alg: none``, with a ``sub`` and
+  an unexpired ``exp``): a client gets a token from any source, e.g. librdkafka's
+  ``enable.sasl.oauthbearer.unsecure.jwt`` with ``sasl.oauthbearer.config=principal=<user>``,
+  which :func:`client_properties` gives and both our producer and confluent-kafka take;
 
 * StorageTool's ``--add-scram 'SCRAM-SHA-256=[name=<n>,password=<pw>,iterations=4096]'`` arguments
   (SCRAM credentials live in the cluster metadata, written at format time) (:func:`scram_format_args`);
@@ -34,7 +40,8 @@ from pathlib import Path
 __all__ = ["BrokerSecurity", "TlsMaterial", "MECHANISMS", "broker_properties", "client_properties",
            "scram_format_args", "write_private"]
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+_SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 CLIENT_AUTH = ("none", "requested", "required")
 SCRAM_ITERATIONS = 4096  # Kafka's minimum
 DEFAULT_USERS: Mapping[str, str] = types.MappingProxyType({
@@ -54,7 +61,7 @@ class BrokerSecurity:
 
     ``ssl``: an SSL listener (and, with ``sasl``, a SASL_SSL one). ``sasl``: a SASL_PLAINTEXT
     listener, every SASL listener accepting PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 for ``users``
-    (``{name: password}``). ``client_auth``: whether the TLS listeners ask clients for a
+    (``{name: password}``), and OAUTHBEARER with unsigned tokens (Kafka's unsecured validator). ``client_auth``: whether the TLS listeners ask clients for a
     certificate (``ssl.client.auth``: none, requested or required).
     """
 
@@ -142,9 +149,11 @@ def broker_properties(security: BrokerSecurity, tls: TlsMaterial | None) -> dict
             prefix = f"listener.name.{listener}"
             props[f"{prefix}.plain.sasl.jaas.config"] = (
                 f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};")
-            for mechanism in MECHANISMS[1:]:
+            for mechanism in _SCRAM:
                 props[f"{prefix}.{mechanism.lower()}.sasl.jaas.config"] = (
                     "org.apache.kafka.common.security.scram.ScramLoginModule required;")
+            props[f"{prefix}.oauthbearer.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;")
     return props
 
 
@@ -160,7 +169,7 @@ def scram_format_args(security: BrokerSecurity) -> list[str]:
         return []
     args = []
     for name, password in security.users.items():
-        for mechanism in MECHANISMS[1:]:
+        for mechanism in _SCRAM:
             args += ["--add-scram",
                      f"{mechanism}=[name={name},password={password},iterations={SCRAM_ITERATIONS}]"]
     return args
@@ -170,8 +179,9 @@ def client_properties(security: BrokerSecurity | None, tls: TlsMaterial | None, 
                       mechanism: str | None = None, user: str | None = None) -> dict[str, str]:
     """What a client sets to use ``protocol``'s listener (Java and librdkafka property names).
 
-    SASL: ``mechanism`` defaults to PLAIN, ``user`` to the first of ``security.users``. TLS: the
-    CA, plus the client certificate and its encrypted key when ``client_auth`` is not none.
+    SASL: ``mechanism`` defaults to PLAIN, ``user`` to the first of ``security.users``
+    (OAUTHBEARER: the principal of an unsecured JWT the client makes itself). TLS: the CA, plus
+    the client certificate and its encrypted key when ``client_auth`` is not none.
     """
     if protocol == "PLAINTEXT":
         if mechanism is not None or user is not None:
@@ -195,8 +205,12 @@ def client_properties(security: BrokerSecurity | None, tls: TlsMaterial | None, 
         user = user if user is not None else next(iter(security.users))
         if user not in security.users:
             raise ValueError(f"no SASL user {user!r}; users are {sorted(security.users)}")
-        props.update({"sasl.mechanism": mechanism, "sasl.username": user,
-                      "sasl.password": security.users[user]})
+        if mechanism == "OAUTHBEARER":
+            props.update({"sasl.mechanism": mechanism, "enable.sasl.oauthbearer.unsecure.jwt": "true",
+                          "sasl.oauthbearer.config": f"principal={user}"})
+        else:
+            props.update({"sasl.mechanism": mechanism, "sasl.username": user,
+                          "sasl.password": security.users[user]})
     elif mechanism is not None or user is not None:
         raise ValueError(f"{protocol} has no SASL: mechanism and user must be None")
     return props

@@ -293,6 +293,8 @@ class SinkConfig:
             producer_config = ProducerConfig.from_properties(properties)
         except ConfigError as error:  # name the option as the user wrote it: kafka.<property>
             raise ConfigError(f"producer option (kafka.*): {error}") from None
+        if producer_config.oauth_cb is not None:
+            _check_shippable(producer_config.oauth_cb, given.get("kafka.oauth_cb", ("kafka.oauth_cb",))[0])
         if not producer_config.is_set("batch.size"):  # a bulk writer's batches (producer/bulk.py)
             producer_config = producer_config.with_overrides({"batch.size": bulk_batch_size(producer_config)})
         prefix = sink.get(TXN_PREFIX)
@@ -356,6 +358,21 @@ def _fold_case(options: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
                               f"option names match without case, so keep one")
         folded[lower] = (name, value)
     return folded
+
+
+def _check_shippable(callback: Any, option: str) -> None:
+    """The token function goes to every executor with the sink: refuse one that cannot be
+    pickled (as PySpark pickles functions: by value, closures included) now, naming the option."""
+    try:
+        from pyspark import cloudpickle as pickler  # noqa: PLC0415 - Spark's own pickler, when present
+    except ImportError:  # pragma: no cover - the sink runs under PySpark
+        import pickle as pickler  # noqa: PLC0415
+    try:
+        pickler.dumps(callback)
+    except Exception as exc:  # noqa: BLE001 - any pickling failure means the same thing
+        raise ConfigError(f"option {option!r}: the token function cannot be sent to the executors "
+                          f"({type(exc).__name__}: {exc}); name a module-level function with "
+                          f"'kafka.sasl.oauthbearer.token.provider' = 'module:function' instead") from None
 
 
 def _property_name(name: str, original: str) -> str:

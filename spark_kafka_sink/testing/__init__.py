@@ -5,7 +5,8 @@
 :class:`KafkaCluster` runs Apache Kafka (KRaft) from its jars (``spark_kafka_sink.embedded``; Java
 17+ needed) and can kill, stop and restart nodes, create topics and report leaders and ISRs.
 With ``proxied=True`` each node sits behind a :class:`FaultProxy` whose ``stall``, ``delay``,
-``cut`` and ``refuse`` controls act on client connections only. See the README's testing section
+``cut`` and ``refuse`` controls act on client connections only. :class:`TokenEndpoint` is an
+OAuth token endpoint on loopback for OAUTHBEARER/OIDC clients. See the README's testing section
 for a pytest example.
 """
 
@@ -13,5 +14,6 @@ from __future__ import annotations
 
 from .kafka_cluster import KafkaCluster
 from .faultproxy import DOWNSTREAM, UPSTREAM, FaultProxy, advertise_through
+from .token_endpoint import TokenEndpoint
 
-__all__ = ["DOWNSTREAM", "UPSTREAM", "FaultProxy", "KafkaCluster", "advertise_through"]
+__all__ = ["DOWNSTREAM", "UPSTREAM", "FaultProxy", "KafkaCluster", "TokenEndpoint", "advertise_through"]

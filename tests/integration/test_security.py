@@ -5,8 +5,9 @@ One broker for the module (``client_auth="required"``: every TLS connection pres
 generated client certificate, and one without it is refused with SslAuthenticationError). It
 proves:
 
-- produce over SSL, SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and SASL_SSL (the three
-  mechanisms), with the topic created over the same listener (BlockingConnection TLS + SASL);
+- produce over SSL, SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER) and SASL_SSL
+  (the four mechanisms), with the topic created over the same listener (BlockingConnection TLS +
+  SASL); more OAUTHBEARER in test_oauthbearer.py;
 - credentials given as a Java ``sasl.jaas.config`` line;
 - host name verification: a name the certificate lacks is refused, unless
   ``ssl.endpoint.identification.algorithm`` is empty;
@@ -86,6 +87,8 @@ def produce_and_verify(kafka, protocol: str, mechanism: str | None, **more) -> N
     ("SASL_SSL", "PLAIN"),
     ("SASL_SSL", "SCRAM-SHA-256"),
     ("SASL_SSL", "SCRAM-SHA-512"),
+    ("SASL_PLAINTEXT", "OAUTHBEARER"),   # unsigned JWTs made by each client (librdkafka's option)
+    ("SASL_SSL", "OAUTHBEARER"),
 ])
 def test_produce_over_each_secured_listener(secured, protocol, mechanism):
     produce_and_verify(secured, protocol, mechanism)

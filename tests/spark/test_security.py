@@ -74,3 +74,29 @@ def test_a_wrong_password_fails_the_write_without_showing_it(spark, secured):
     assert WRONG_PASSWORD not in message
     plain = {"bootstrap.servers": secured.bootstrap_servers}
     assert end_offsets(plain["bootstrap.servers"], topic, 1) == {0: 0}
+
+
+OIDC_SECRET = "oidc-Spark-Secret-41d7"
+
+
+def test_the_sink_authenticates_with_oidc_client_credentials(spark, secured):
+    """Every executor's producer gets its token from the token endpoint (the testing kit's, over
+    HTTPS on loopback) with only string options, as a Data Source or a notebook would give them."""
+    from spark_kafka_sink.testing import TokenEndpoint
+
+    client = {"bootstrap.servers": secured.bootstrap_for(PROTOCOL),
+              **{k: v for k, v in secured.client_properties(PROTOCOL, mechanism="OAUTHBEARER").items()
+                 if not k.startswith(("enable.sasl.oauthbearer", "sasl.oauthbearer"))}}
+    topic = f"secured-oidc-{uuid.uuid4().hex[:8]}"
+    create_topic(secured.bootstrap_servers, topic, PARTITIONS)
+    with TokenEndpoint({"spark-sink": OIDC_SECRET}, tls=secured.tls, lifetime_s=300) as idp:
+        options = {**_sink_options(client, topic), "kafka.sasl.oauthbearer.method": "oidc",
+                   "kafka.sasl.oauthbearer.token.endpoint.url": idp.url,
+                   "kafka.sasl.oauthbearer.client.id": "spark-sink",
+                   "kafka.sasl.oauthbearer.client.secret": OIDC_SECRET}
+        sink = KafkaSink(options)
+        assert OIDC_SECRET not in repr(sink)
+        sink.write(spark.range(ROWS).selectExpr("cast(id as string) as value").repartition(2))
+        assert idp.issued_to("spark-sink") >= 1
+    records = consume_all(secured.bootstrap_servers, topic, PARTITIONS, expected_count=ROWS)
+    assert sorted(int(r.value) for part in records.values() for r in part) == list(range(ROWS))

@@ -57,6 +57,12 @@ KAFKA_4_DEFAULTS = {
     "ssl.keystore.key": None, "ssl.keystore.certificate.chain": None, "ssl.key.password": None,
     "ssl.endpoint.identification.algorithm": "https",
     "ssl.ca.location": None, "ssl.certificate.location": None, "ssl.key.location": None,
+    # OAUTHBEARER: librdkafka's names and defaults (Java configures these through JAAS)
+    "sasl.oauthbearer.method": "default", "sasl.oauthbearer.config": None, "oauth_cb": None,
+    "sasl.oauthbearer.token.provider": None, "enable.sasl.oauthbearer.unsecure.jwt": False,
+    "sasl.oauthbearer.token.endpoint.url": None, "sasl.oauthbearer.client.id": None,
+    "sasl.oauthbearer.client.secret": None, "sasl.oauthbearer.scope": None,
+    "sasl.oauthbearer.extensions": None,
 }
 
 
@@ -361,7 +367,8 @@ SECRET_KEYS = [key.name for key in PROPERTIES.values() if key.secret]
 def test_secret_keys():
     assert set(SECRET_KEYS) == {
         "sasl.jaas.config", "sasl.password", "ssl.truststore.password", "ssl.truststore.certificates",
-        "ssl.keystore.password", "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.key.password"}
+        "ssl.keystore.password", "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.key.password",
+        "sasl.oauthbearer.config", "sasl.oauthbearer.client.secret"}
 
 
 @pytest.mark.parametrize("name", SECRET_KEYS)

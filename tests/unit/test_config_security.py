@@ -43,12 +43,13 @@ def test_supported_mechanisms_with_username_and_password(mechanism, protocol):
 def test_the_default_mechanism_gssapi_is_refused_clearly():
     message = error_of(**{"security.protocol": "SASL_SSL", "sasl.username": "u", "sasl.password": SECRET})
     assert message == ("sasl.mechanism=GSSAPI (Java's default) is not supported; set sasl.mechanism "
-                       "to one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
+                       "to one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER")
 
 
-def test_oauthbearer_is_refused():
-    assert error_of(**sasl("OAUTHBEARER", **{"sasl.jaas.config": PLAIN_JAAS})).startswith(
-        "sasl.mechanism=OAUTHBEARER is not supported")
+def test_oauthbearer_refuses_another_mechanisms_login_module():
+    assert error_of(**sasl("OAUTHBEARER", **{"sasl.jaas.config": PLAIN_JAAS})) == (
+        "sasl.jaas.config names org.apache.kafka.common.security.plain.PlainLoginModule, but "
+        "sasl.mechanism=OAUTHBEARER needs org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule")
 
 
 def test_sasl_settings_are_ignored_without_a_sasl_protocol():

@@ -181,7 +181,7 @@ def test_broker_properties_for_every_listener(tls):
     assert props["ssl.truststore.location"] == str(tls.ca_path)
     assert props["listener.name.ssl.ssl.client.auth"] == "required"
     assert props["listener.name.sasl_ssl.ssl.client.auth"] == "required"
-    assert props["sasl.enabled.mechanisms"] == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    assert props["sasl.enabled.mechanisms"] == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"
     for listener in ("sasl_plaintext", "sasl_ssl"):
         assert props[f"listener.name.{listener}.plain.sasl.jaas.config"] == (
             'org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -189,6 +189,8 @@ def test_broker_properties_for_every_listener(tls):
         for mechanism in ("scram-sha-256", "scram-sha-512"):
             assert props[f"listener.name.{listener}.{mechanism}.sasl.jaas.config"] == (
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;")
+        assert props[f"listener.name.{listener}.oauthbearer.sasl.jaas.config"] == (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;")
     assert not any("inter.broker" in key or "controller" in key for key in props)
 
 
@@ -236,7 +238,10 @@ def test_client_properties_per_protocol(tls):
     assert client_properties(security, tls, "SASL_SSL", "SCRAM-SHA-512", "bob") == {
         "security.protocol": "SASL_SSL", "ssl.ca.location": str(tls.ca_path),
         "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "bob", "sasl.password": "pw-bob-2"}
-    assert set(MECHANISMS) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+    assert client_properties(security, tls, "SASL_PLAINTEXT", "OAUTHBEARER", "bob") == {
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+        "enable.sasl.oauthbearer.unsecure.jwt": "true", "sasl.oauthbearer.config": "principal=bob"}
+    assert set(MECHANISMS) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"}
 
 
 def test_client_certificate_is_offered_when_the_broker_asks(tls):

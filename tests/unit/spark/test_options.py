@@ -304,3 +304,27 @@ def test_the_constructor_validates_too():
 def test_from_options_needs_a_mapping():
     with pytest.raises(TypeError):
         SinkConfig.from_options([("kafka.bootstrap.servers", "localhost:9092")])
+
+
+OAUTH = {"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "OAUTHBEARER"}
+
+
+def test_a_token_function_that_cannot_reach_the_executors_is_refused_naming_the_option():
+    import threading
+
+    lock = threading.Lock()
+
+    def locked_token(config):
+        with lock:
+            return "t", 0
+    with pytest.raises(ConfigError) as info:
+        make(**OAUTH, **{"kafka.oauth_cb": locked_token})
+    assert str(info.value).startswith("option 'kafka.oauth_cb': the token function cannot be sent to "
+                                      "the executors (TypeError")
+    assert "'kafka.sasl.oauthbearer.token.provider' = 'module:function'" in str(info.value)
+
+
+def test_a_closure_token_function_is_shipped_by_value():
+    prefix = "tok"
+    config = make(**OAUTH, **{"kafka.oauth_cb": lambda config: (prefix, 0)})
+    assert config.producer_config.oauth_cb(None) == ("tok", 0)

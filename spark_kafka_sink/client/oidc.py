@@ -1,0 +1,175 @@
+"""OIDC client credentials (KIP-768, librdkafka's ``sasl.oauthbearer.method=oidc``): tokens from an
+identity provider's token endpoint, for SASL/OAUTHBEARER.
+
+One POST per token (RFC 6749 §4.4)::
+
+    POST <sasl.oauthbearer.token.endpoint.url>
+    Authorization: Basic base64(urlencode(client id) ":" urlencode(client secret))
+    Content-Type: application/x-www-form-urlencoded
+
+    grant_type=client_credentials[&scope=<sasl.oauthbearer.scope>]
+
+and the JSON answer's ``access_token``. Its lifetime is the JWT's ``exp`` claim when the token is
+a JWT (its ``sub`` is then the principal), else ``expires_in``; a token with neither is refused.
+The endpoint must be HTTPS (plain HTTP only to a loopback address, for tests), verified with
+``ssl.ca.location`` when set, else the system's trust store; the standard library's ``urllib``
+does the request, so OIDC needs no new dependency. Errors name the endpoint and the HTTP status
+or the OAuth ``error`` code, never the client secret or a token.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import json
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Mapping
+
+from ..errors import AuthenticationError, ConfigError
+from .oauth_token import OAuthToken
+
+__all__ = ["OidcTokenSource", "jwt_claims"]
+
+DEFAULT_TIMEOUT_S = 10.0
+_MAX_ANSWER_BYTES = 1 << 20
+
+
+class OidcTokenSource:
+    """Client-credentials tokens from one token endpoint; see the module docstring."""
+
+    def __init__(self, endpoint_url: str, client_id: str, client_secret: str, *, scope: str | None = None,
+                 extensions: Mapping[str, str] | None = None, ca_location: str | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S):
+        self._url = _check_url(endpoint_url)
+        self._client_id = client_id
+        self._secret = client_secret
+        self._scope = scope
+        self._extensions = dict(extensions or {})
+        self._ca_location = ca_location
+        self._timeout_s = timeout_s
+        self._context: ssl.SSLContext | None = None
+
+    @classmethod
+    def from_settings(cls, config: Any, *, client_id: str | None, client_secret: str | None,
+                      scope: str | None, extensions: Mapping[str, str], where: str) -> OidcTokenSource:
+        """From a producer config's ``sasl.oauthbearer.*`` settings (``where`` names the
+        properties the client id and secret came from, for the error when one is missing)."""
+        url = config.sasl_oauthbearer_token_endpoint_url
+        missing = [name for name, value in (("sasl.oauthbearer.token.endpoint.url", url),) if not value]
+        missing += [f"the client {what} ({where})" for what, value in (("id", client_id),
+                                                                       ("secret", client_secret)) if not value]
+        if missing:
+            raise ConfigError(f"OAUTHBEARER with OIDC needs {', '.join(missing)}")
+        return cls(url, client_id, client_secret, scope=scope, extensions=extensions,
+                   ca_location=getattr(config, "ssl_ca_location", None))
+
+    def describe(self) -> str:
+        return f"OIDC client {self._client_id!r} at {self._url}"
+
+    def fetch(self, now_ms: int) -> OAuthToken:
+        answer = self._post()
+        value = answer.get("access_token")
+        if not isinstance(value, str) or not value:
+            raise AuthenticationError(f"{self.describe()}: the answer has no access_token")
+        claims = jwt_claims(value)
+        expires_ms = None
+        if isinstance(claims.get("exp"), (int, float)) and not isinstance(claims.get("exp"), bool):
+            expires_ms = int(claims["exp"] * 1000)
+        elif isinstance(answer.get("expires_in"), (int, float)) and not isinstance(answer.get("expires_in"), bool):
+            expires_ms = now_ms + int(answer["expires_in"] * 1000)
+        if expires_ms is None:
+            raise AuthenticationError(f"{self.describe()}: the token has no exp claim and the answer no "
+                                      "expires_in: its lifetime is unknown")
+        principal = claims.get("sub") if isinstance(claims.get("sub"), str) else None
+        try:
+            return OAuthToken(value, expires_ms, principal, self._extensions)
+        except ValueError as exc:
+            raise AuthenticationError(f"{self.describe()}: {exc}") from None
+
+    def _post(self) -> dict[str, Any]:
+        form = {"grant_type": "client_credentials"}
+        if self._scope:
+            form["scope"] = self._scope
+        basic = base64.b64encode(f"{urllib.parse.quote(self._client_id, safe='')}:"
+                                 f"{urllib.parse.quote(self._secret, safe='')}".encode()).decode()
+        request = urllib.request.Request(
+            self._url, data=urllib.parse.urlencode(form).encode(), method="POST",
+            headers={"Authorization": f"Basic {basic}", "Accept": "application/json",
+                     "Content-Type": "application/x-www-form-urlencoded"})
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout_s, context=self._ssl_context()) as response:
+                body = response.read(_MAX_ANSWER_BYTES + 1)
+        except urllib.error.HTTPError as exc:
+            raise AuthenticationError(f"{self.describe()} refused the client credentials: HTTP {exc.code}"
+                                      f"{_oauth_error(exc)}") from None
+        except (urllib.error.URLError, OSError, ssl.SSLError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise AuthenticationError(f"{self.describe()} cannot be reached: {type(reason).__name__}: "
+                                      f"{reason}") from None
+        if len(body) > _MAX_ANSWER_BYTES:
+            raise AuthenticationError(f"{self.describe()}: the answer is larger than 1 MiB")
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            raise AuthenticationError(f"{self.describe()}: the answer is not JSON") from None
+        if not isinstance(answer, dict):
+            raise AuthenticationError(f"{self.describe()}: the answer is not a JSON object")
+        return answer
+
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        if not self._url.startswith("https:"):
+            return None
+        if self._context is None:
+            self._context = ssl.create_default_context(cafile=self._ca_location)
+        return self._context
+
+    def __repr__(self) -> str:
+        return f"OidcTokenSource({self._client_id!r} at {self._url})"
+
+
+def jwt_claims(token: str) -> dict[str, Any]:
+    """The claims of a JWT's payload, unverified (the broker verifies); ``{}`` when ``token`` is
+    not a JWT."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return {}
+    payload = parts[1] + "=" * (-len(parts[1]) % 4)
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(payload))
+    except (ValueError, TypeError):
+        return {}
+    return claims if isinstance(claims, dict) else {}
+
+
+def _check_url(url: str) -> str:
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme == "https" and parsed.hostname:
+        return url
+    if parsed.scheme == "http" and parsed.hostname and _is_loopback(parsed.hostname):
+        return url
+    raise ConfigError("sasl.oauthbearer.token.endpoint.url must be an https:// URL (plain http only to "
+                      f"a loopback address), got {urllib.parse.urlunsplit(parsed._replace(query=''))!r}")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _oauth_error(exc: urllib.error.HTTPError) -> str:
+    """``: <error> (<description>)`` from an RFC 6749 §5.2 error body, or nothing."""
+    try:
+        error = json.loads(exc.read(_MAX_ANSWER_BYTES))
+    except (ValueError, OSError):
+        return ""
+    if not isinstance(error, dict) or not isinstance(error.get("error"), str):
+        return ""
+    description = error.get("error_description")
+    return f": {error['error']}" + (f" ({description})" if isinstance(description, str) else "")

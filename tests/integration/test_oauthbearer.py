@@ -1,0 +1,104 @@
+"""SASL/OAUTHBEARER end to end against the embedded broker's OAUTHBEARER listeners (Kafka's
+unsecured validator), records verified with confluent-kafka over the PLAINTEXT listener:
+
+- tokens from a callback (``oauth_cb``), from an import path (``sasl.oauthbearer.token.provider``)
+  and from OIDC client credentials against the testing kit's token endpoint over HTTPS (its
+  certificate from the broker's test CA, trusted through ``ssl.ca.location``);
+- a token the broker refuses fails the send at once, naming the token's source, never the token.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+
+import pytest
+
+from spark_kafka_sink import KafkaProducer
+from spark_kafka_sink.admin import create_topic
+from spark_kafka_sink.errors import AuthenticationError
+from spark_kafka_sink.testing import TokenEndpoint
+
+from ..verify import consume_all
+
+pytestmark = pytest.mark.broker
+
+RECORDS = 500
+CLIENT_SECRET = "oidc-Secret-5c2e"
+
+
+def unsigned_jwt(subject: str, life_s: int = 600) -> tuple[str, float]:
+    now = int(time.time())
+
+    def part(value):
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+    return f"{part({'alg': 'none'})}.{part({'sub': subject, 'iat': now, 'exp': now + life_s})}.", now + life_s
+
+
+CALLS: list[str | None] = []
+
+
+def token_callback(config: str | None) -> tuple[str, float]:
+    """Importable as tests.integration.test_oauthbearer:token_callback."""
+    CALLS.append(config)
+    return unsigned_jwt("callback-user")
+
+
+def oauth_props(kafka, protocol: str = "SASL_PLAINTEXT", **more) -> dict:
+    props = {key: value for key, value in kafka.client_properties(protocol, "OAUTHBEARER").items()
+             if not key.startswith(("enable.sasl.oauthbearer", "sasl.oauthbearer"))}
+    return {**props, "bootstrap.servers": kafka.bootstrap_for(protocol), "linger.ms": 5, **more}
+
+
+def produce_and_verify(kafka, props: dict) -> None:
+    topic = f"oauth-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap_servers, topic, 2)
+    with KafkaProducer(props) as producer:
+        futures = [producer.send(topic, b"%06d" % i, key=b"k%d" % (i % 7)) for i in range(RECORDS)]
+        producer.flush(60)
+        for future in futures:
+            future.result(0)
+    consumed = consume_all(kafka.bootstrap_servers, topic, 2, expected_count=RECORDS)
+    assert sorted(int(m.value) for records in consumed.values() for m in records) == list(range(RECORDS))
+
+
+def test_tokens_from_a_callback_get_the_config_string(secured_kafka):
+    CALLS.clear()
+    produce_and_verify(secured_kafka, oauth_props(secured_kafka, oauth_cb=token_callback,
+                                                  **{"sasl.oauthbearer.config": "scope=write"}))
+    assert CALLS and set(CALLS) == {"scope=write"}
+
+
+def test_tokens_from_an_import_path(secured_kafka):
+    CALLS.clear()
+    produce_and_verify(secured_kafka, oauth_props(secured_kafka, **{
+        "sasl.oauthbearer.token.provider": "tests.integration.test_oauthbearer:token_callback"}))
+    assert CALLS == [None]        # one producer, one token: its connections share it
+
+
+def test_tokens_from_oidc_client_credentials_over_https(secured_kafka):
+    with TokenEndpoint({"sink-client": CLIENT_SECRET}, tls=secured_kafka.tls, lifetime_s=300) as idp:
+        props = oauth_props(secured_kafka, "SASL_SSL", **{
+            "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": idp.url,
+            "sasl.oauthbearer.client.id": "sink-client", "sasl.oauthbearer.client.secret": CLIENT_SECRET,
+            "sasl.oauthbearer.scope": "kafka", "sasl.oauthbearer.extensions": "logicalCluster=lkc-test"})
+        assert idp.url.startswith("https://127.0.0.1:")
+        produce_and_verify(secured_kafka, props)
+        assert idp.issued_to("sink-client") == 1
+
+
+def test_a_refused_token_fails_the_send_at_once_naming_its_source(secured_kafka, caplog):
+    def bad_token(config):
+        return "not-a-jwt-" + "x" * 20, time.time() + 60
+    props = oauth_props(secured_kafka, oauth_cb=bad_token, **{"max.block.ms": 30_000})
+    start = time.monotonic()
+    with KafkaProducer(props) as producer:
+        with pytest.raises(AuthenticationError) as info:
+            producer.send("any-topic", b"x").result(10)
+    assert time.monotonic() - start < 10
+    message = str(info.value)
+    assert "SASL OAUTHBEARER authentication with the token of oauth_cb" in message
+    assert "bad_token" in message and "invalid_token" in message
+    assert "not-a-jwt" not in message and all("not-a-jwt" not in r.getMessage() for r in caplog.records)

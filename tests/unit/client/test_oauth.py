@@ -1,0 +1,320 @@
+"""OAUTHBEARER, sans broker: the RFC 7628 message, token sources, the refreshing cache, the
+config's choice of source, and OIDC client credentials against the testing kit's endpoint."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+
+import pytest
+
+from spark_kafka_sink.client.jaas import credentials_from_config
+from spark_kafka_sink.client.oauth import (CallbackTokenSource, TokenCache, UnsecuredJwtSource,
+                                           import_provider, parse_extensions)
+from spark_kafka_sink.client.oauth_token import OAuthToken
+from spark_kafka_sink.client.oidc import OidcTokenSource, jwt_claims
+from spark_kafka_sink.client.sasl import OAuthBearerMechanism, SaslError
+from spark_kafka_sink.config import ProducerConfig
+from spark_kafka_sink.errors import AuthenticationError, ConfigError
+from spark_kafka_sink.testing import TokenEndpoint
+
+from ..fakes import FakeClock
+
+SECRET = "Cl1ent-S3cret-77"
+NOW_S = 1_700_000_000
+
+
+def jwt(claims: dict) -> str:
+    def part(value):
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+    return f"{part({'alg': 'none'})}.{part(claims)}."
+
+
+def token_provider(config):
+    """Importable as tests.unit.client.test_oauth:token_provider."""
+    return jwt({"sub": "provided", "exp": NOW_S + 600}), NOW_S + 600
+
+
+class FixedCache:
+    def __init__(self, token):
+        self._token = token
+
+    def token(self):
+        return self._token
+
+    def describe(self):
+        return "a fixed token"
+
+
+# --- the mechanism ------------------------------------------------------------------------------
+
+def test_the_client_message_is_rfc_7628_as_kafka_writes_it():
+    token = OAuthToken("eyJhbGciOiJub25lIn0.eyJzdWIiOiJhIn0.", 1, "a", {"logicalCluster": "lkc-1", "pool": "p x"})
+    mechanism = OAuthBearerMechanism(FixedCache(token))
+    assert mechanism.initial_response() == (
+        b"n,,\x01auth=Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhIn0.\x01logicalCluster=lkc-1\x01pool=p x\x01\x01")
+    assert not mechanism.complete
+    assert mechanism.evaluate(b"") is None and mechanism.complete
+
+
+def test_a_refusal_is_acknowledged_then_named_by_its_status_never_the_token():
+    mechanism = OAuthBearerMechanism(FixedCache(OAuthToken("abc.def.", 1)))
+    mechanism.initial_response()
+    assert mechanism.evaluate(b'{"status":"invalid_token","scope":"write"}') == b"\x01"
+    assert mechanism.refusal == "status invalid_token, scope write" and not mechanism.complete
+    with pytest.raises(SaslError, match="invalid_token") as info:
+        mechanism.evaluate(b"")
+    assert "abc.def" not in str(info.value)
+
+
+@pytest.mark.parametrize("value", ["has space", "", "a\x01b", "é"])
+def test_a_token_must_be_a_bearer_token(value):
+    with pytest.raises(ValueError, match="bearer token"):
+        OAuthToken(value, 1)
+
+
+@pytest.mark.parametrize("extensions, message", [
+    ({"auth": "x"}, "not 'auth'"), ({"bad-name": "x"}, "letters only"), ({"k": "\x00"}, "printable"),
+])
+def test_extensions_are_checked_as_kafka_checks_them(extensions, message):
+    with pytest.raises(ValueError, match=message):
+        OAuthToken("t", 1, None, extensions)
+
+
+def test_extensions_parse_from_librdkafkas_form():
+    assert parse_extensions("logicalCluster=lkc-1, identityPoolId=pool-2") == {
+        "logicalCluster": "lkc-1", "identityPoolId": "pool-2"}
+    with pytest.raises(ConfigError, match="sasl.oauthbearer.extensions.*without '='"):
+        parse_extensions("logicalCluster")
+
+
+# --- sources ------------------------------------------------------------------------------------
+
+def test_a_callback_gets_the_config_string_and_may_return_principal_and_extensions():
+    seen = []
+
+    def callback(config):
+        seen.append(config)
+        return jwt({"sub": "x"}).encode(), NOW_S + 60.5, "x", {"traceId": "t1"}
+    token = CallbackTokenSource(callback, "scope=write", "oauth_cb test").fetch(0)
+    assert seen == ["scope=write"]
+    assert (token.expires_at_ms, token.principal, dict(token.extensions)) == (
+        (NOW_S + 60.5) * 1000, "x", {"traceId": "t1"})
+
+
+@pytest.mark.parametrize("answer, message", [
+    ("just-a-token", "must return"), (("t",), "must return"), (("t", "soon"), "epoch seconds"),
+    (("t", True), "epoch seconds"), (("bad token", 1), "unusable token"),
+])
+def test_a_callbacks_bad_answer_is_an_authentication_error(answer, message):
+    with pytest.raises(AuthenticationError, match=message):
+        CallbackTokenSource(lambda config: answer, None, "oauth_cb test").fetch(0)
+
+
+def test_a_failing_callback_is_named_and_its_config_string_hidden():
+    def callback(config):
+        raise RuntimeError(f"cannot use {config}")
+    with pytest.raises(AuthenticationError) as info:
+        CallbackTokenSource(callback, "secret=hunter2", "oauth_cb my.fn").fetch(0)
+    assert str(info.value) == "oauth_cb my.fn failed: RuntimeError: cannot use [hidden]"
+
+
+def test_an_unsecured_jwt_carries_librdkafkas_options():
+    source = UnsecuredJwtSource("principal=alice scope=read,write lifeSeconds=600 extension_traceId=abc")
+    token = source.fetch(NOW_S * 1000 + 999)
+    claims = jwt_claims(token.value)
+    assert claims == {"sub": "alice", "iat": NOW_S, "exp": NOW_S + 600, "scope": ["read", "write"]}
+    assert token.value.endswith(".") and json.loads(base64.urlsafe_b64decode(
+        token.value.split(".")[0] + "==")) == {"alg": "none"}
+    assert (token.expires_at_ms, token.principal, dict(token.extensions)) == (
+        (NOW_S + 600) * 1000, "alice", {"traceId": "abc"})
+
+
+@pytest.mark.parametrize("config, message", [
+    ("", "principal=<name>"), ("principal=a lifeSeconds=0", "lifeSeconds"),
+    ("principal=a colour=red", "unknown option"), ("principal=a junk", "no '='"),
+])
+def test_an_unsecured_jwt_config_is_checked(config, message):
+    with pytest.raises(ConfigError, match=message):
+        UnsecuredJwtSource(config)
+
+
+def test_a_provider_is_imported_by_path():
+    assert import_provider("tests.unit.client.test_oauth:token_provider") is token_provider
+    with pytest.raises(ConfigError, match="module:function"):
+        import_provider("no_colon_here")
+    with pytest.raises(ConfigError, match="cannot be imported: ModuleNotFoundError"):
+        import_provider("no_such_module_here:fn")
+    with pytest.raises(ConfigError, match="not callable"):
+        import_provider("tests.unit.client.test_oauth:SECRET")
+
+
+# --- the cache ----------------------------------------------------------------------------------
+
+class Counting:
+    def __init__(self, clock, life_s=100):
+        self.clock, self.life_s, self.calls, self.fail = clock, life_s, 0, False
+
+    def describe(self):
+        return "the counting source"
+
+    def fetch(self, now_ms):
+        self.calls += 1
+        if self.fail:
+            raise AuthenticationError("the counting source is down")
+        return OAuthToken(f"t{self.calls}", now_ms + self.life_s * 1000)
+
+
+class Middle(random.Random):
+    def uniform(self, a, b):
+        return (a + b) / 2
+
+
+def test_the_cache_refreshes_at_80_percent_of_the_lifetime():
+    clock = FakeClock()
+    source = Counting(clock)
+    cache = TokenCache(source, clock=clock, rng=Middle())
+    assert cache.token().value == "t1"
+    clock.advance(79_999)
+    assert cache.token().value == "t1" and source.calls == 1
+    clock.advance(1)
+    assert cache.token().value == "t2" and cache.fetches == 2
+
+
+def test_the_refresh_time_is_jittered_within_5_percent():
+    clock = FakeClock()
+    times = set()
+    for seed in range(30):
+        cache = TokenCache(Counting(clock), clock=clock, rng=random.Random(seed))
+        cache.token()
+        times.add(cache._refresh_at_ms - clock.now_ms())
+    assert min(times) >= 75_000 and max(times) <= 85_000 and len(times) > 20
+
+
+def test_a_failed_refresh_keeps_the_valid_token_and_backs_off_then_fails_once_it_expired():
+    clock = FakeClock()
+    source = Counting(clock)
+    cache = TokenCache(source, clock=clock, rng=Middle())
+    cache.token()
+    source.fail = True
+    clock.advance(80_000)
+    assert cache.token().value == "t1" and source.calls == 2       # failed, kept the valid one
+    clock.advance(500)
+    assert cache.token().value == "t1" and source.calls == 2       # backing off (1 s)
+    clock.advance(500)
+    assert cache.token().value == "t1" and source.calls == 3       # tried again, failed again
+    clock.advance(19_000)                                          # the token expired
+    with pytest.raises(AuthenticationError, match="no OAuth token: the counting source is down"):
+        cache.token()
+    source.fail = False
+    assert cache.token().value == "t5"
+
+
+def test_an_already_expired_token_is_refused():
+    clock = FakeClock()
+    source = Counting(clock, life_s=-5)
+    with pytest.raises(AuthenticationError, match="expired 5 s ago"):
+        TokenCache(source, clock=clock).token()
+
+
+# --- the config chooses one source ------------------------------------------------------------
+
+BASE = {"bootstrap.servers": "localhost:9092", "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "OAUTHBEARER"}
+
+
+def source_of(**props):
+    return credentials_from_config(ProducerConfig({**BASE, **props})).token_cache
+
+
+def error_of(**props) -> str:
+    with pytest.raises(ConfigError) as info:
+        ProducerConfig({**BASE, **props})
+    assert SECRET not in str(info.value)
+    return str(info.value)
+
+
+def test_oauthbearer_needs_exactly_one_source():
+    assert "needs a token source" in error_of()
+    assert "one token source, but these are all set: oauth_cb; enable.sasl.oauthbearer.unsecure.jwt" in error_of(
+        oauth_cb=token_provider, **{"enable.sasl.oauthbearer.unsecure.jwt": True,
+                                    "sasl.oauthbearer.config": "principal=a"})
+    assert "are for PLAIN and SCRAM" in error_of(**{"sasl.username": "u", "sasl.password": SECRET,
+                                                     "oauth_cb": token_provider})
+
+
+def test_each_source_is_built_from_its_settings():
+    assert "oauth_cb tests.unit.client.test_oauth.token_provider" in source_of(oauth_cb=token_provider).describe()
+    cache = source_of(**{"sasl.oauthbearer.token.provider": "tests.unit.client.test_oauth:token_provider",
+                         "sasl.oauthbearer.extensions": "logicalCluster=lkc-9"})
+    token = cache.source.fetch(0)
+    assert token.principal is None and dict(token.extensions) == {"logicalCluster": "lkc-9"}
+    unsecured = source_of(**{"enable.sasl.oauthbearer.unsecure.jwt": "true",
+                             "sasl.oauthbearer.config": "principal=bob"})
+    assert jwt_claims(unsecured.source.fetch(0).value)["sub"] == "bob"
+    java = source_of(**{"sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+                                            "required unsecuredLoginStringClaim_sub=\"carol\" extension_pool=\"p1\";"})
+    token = java.source.fetch(0)
+    assert jwt_claims(token.value)["sub"] == "carol" and dict(token.extensions) == {"pool": "p1"}
+
+
+def test_a_provider_path_is_checked_without_import_until_the_producer_needs_it():
+    ProducerConfig({**BASE, "sasl.oauthbearer.token.provider": "only_on_executors:fn"})   # no import yet
+    assert "module:function" in error_of(**{"sasl.oauthbearer.token.provider": "not a path"})
+    with pytest.raises(ConfigError, match="cannot be imported"):
+        source_of(**{"sasl.oauthbearer.token.provider": "only_on_executors:fn"})
+
+
+def test_oidc_settings_are_checked_and_the_secret_never_shown():
+    message = error_of(**{"sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.client.secret": SECRET})
+    assert message == ("OAUTHBEARER with OIDC needs sasl.oauthbearer.token.endpoint.url, the client id "
+                       "(sasl.oauthbearer.client.id and sasl.oauthbearer.client.secret)")
+    assert "must be an https:// URL" in error_of(**{
+        "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": "http://idp.example/token",
+        "sasl.oauthbearer.client.id": "c", "sasl.oauthbearer.client.secret": SECRET})
+    config = ProducerConfig({**BASE, "sasl.oauthbearer.method": "oidc",
+                             "sasl.oauthbearer.token.endpoint.url": "https://idp.example/token",
+                             "sasl.oauthbearer.client.id": "c", "sasl.oauthbearer.client.secret": SECRET,
+                             "sasl.oauthbearer.config": "x=" + SECRET})
+    cache = credentials_from_config(config).token_cache
+    for text in (repr(config), str(config.redacted()), repr(cache), repr(cache.source),
+                 repr(credentials_from_config(config))):
+        assert SECRET not in text
+    assert cache.describe() == "OIDC client 'c' at https://idp.example/token"
+
+
+# --- OIDC against the testing kit's endpoint (plain HTTP on loopback) ---------------------------
+
+def test_oidc_client_credentials_get_a_token_with_its_lifetime_and_principal():
+    with TokenEndpoint({"sink": SECRET}, lifetime_s=120) as idp:
+        source = OidcTokenSource(idp.url, "sink", SECRET, scope="kafka", extensions={"pool": "p1"})
+        token = source.fetch(0)
+        claims = jwt_claims(token.value)
+        assert claims["sub"] == "sink" and claims["scope"] == "kafka"
+        assert token.expires_at_ms == claims["exp"] * 1000 and token.principal == "sink"
+        assert dict(token.extensions) == {"pool": "p1"} and idp.issued == 1
+
+
+def test_a_wrong_secret_is_named_by_the_endpoint_and_the_oauth_error_not_the_secret():
+    with TokenEndpoint({"sink": SECRET}) as idp:
+        url = idp.url
+        with pytest.raises(AuthenticationError) as info:
+            OidcTokenSource(url, "sink", "wrong-" + SECRET).fetch(0)
+    assert str(info.value) == (f"OIDC client 'sink' at {url} refused the client credentials: HTTP 401: "
+                               "invalid_client (unknown client or wrong secret)")
+    assert SECRET not in str(info.value)
+
+
+def test_an_unreachable_endpoint_and_a_failing_one_are_retried_by_the_cache():
+    clock = FakeClock(wall_ms=NOW_S * 1000)
+    with TokenEndpoint({"sink": SECRET}, lifetime_s=60) as idp:
+        url = idp.url
+        cache = TokenCache(OidcTokenSource(url, "sink", SECRET), clock=clock, rng=Middle())
+        idp.fail_next(1, 503)
+        with pytest.raises(AuthenticationError, match="HTTP 503: temporarily_unavailable"):
+            cache.token()
+        clock.advance(1_000)
+        assert jwt_claims(cache.token().value)["sub"] == "sink" and idp.issued == 1
+    with pytest.raises(AuthenticationError, match="cannot be reached"):
+        OidcTokenSource(url, "sink", SECRET, timeout_s=2).fetch(0)
