@@ -6,7 +6,10 @@ After ApiVersions, a SASL connection sends (KIP-152)::
     SaslAuthenticate {auth_bytes} ...      -> error_code, error_message, auth_bytes
         (one round per mechanism message: 1 for PLAIN, 2 for SCRAM)
 
-and is READY once the mechanism completes. :class:`SaslAuthenticator` gives the next request
+and is READY once the mechanism completes. When the last SaslAuthenticate answer (v1+) gives a
+``session_lifetime_ms`` (KIP-368: the broker's ``connections.max.reauth.ms``, or the token's
+remaining lifetime for OAUTHBEARER), the network client runs the same exchange again on the same
+connection before that time is up (``reauthentication=True``). :class:`SaslAuthenticator` gives the next request
 (:class:`SaslStep`) for each response and raises :class:`AuthenticationError` (the broker's code
 class when it sent one: UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED)
 with a message naming the broker, the mechanism and the user, never the password. Used by the
@@ -42,12 +45,14 @@ class SaslStep:
 class SaslAuthenticator:
     """One connection's SASL exchange; see the module docstring."""
 
-    def __init__(self, credentials: SaslCredentials, address: str):
+    def __init__(self, credentials: SaslCredentials, address: str, *, reauthentication: bool = False):
         self._credentials = credentials
         self._address = address
         self._mechanism: SaslMechanism = mechanism_for(credentials)
         self._handshake_done = False
         self.complete = False
+        self.reauthentication = reauthentication
+        self.session_lifetime_ms = 0  # KIP-368: > 0 when the broker wants a new login within it
 
     def __repr__(self) -> str:
         return f"SaslAuthenticator({self._describe()})"
@@ -73,6 +78,7 @@ class SaslAuthenticator:
         token = self._mechanism.evaluate(bytes(body.auth_bytes or b""))
         if token is not None:
             return self._authenticate(token)
+        self.session_lifetime_ms = max(int(getattr(body, "session_lifetime_ms", 0) or 0), 0)
         self.complete = self._mechanism.complete
         if not self.complete:
             raise AuthenticationError(f"{self._describe()}: the exchange ended early")
@@ -89,7 +95,8 @@ class SaslAuthenticator:
         return SaslStep(SASL_AUTHENTICATE, {"auth_bytes": token})
 
     def _describe(self) -> str:
-        return (f"SASL {self._credentials.mechanism} authentication {self._credentials.describe()} "
+        what = "re-authentication" if self.reauthentication else "authentication"
+        return (f"SASL {self._credentials.mechanism} {what} {self._credentials.describe()} "
                 f"with {self._address}")
 
 

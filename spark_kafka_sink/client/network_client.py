@@ -15,7 +15,9 @@ Per node: a connection state (``connection_states``), a :class:`Connection` (fra
 broker's versions) while connected, and the in-flight requests (``in_flight``). Each connection
 negotiates ApiVersions before it is READY, and every request's version is negotiated against
 that connection's answer. With SASL (``settings.sasl``) the connection then authenticates
-(``authenticator``: SaslHandshake, then SaslAuthenticate rounds) before it is READY.
+(``authenticator``: SaslHandshake, then SaslAuthenticate rounds) before it is READY, and, when the
+broker gives the session a lifetime (KIP-368), authenticates again on the same connection at 85-95%
+of it: new requests wait for that login, the ones in flight complete as usual.
 
 Authentication failures (SASL refused, or a TLS handshake the selector reports failed) are not
 retried at once: the connection is closed, the node waits its reconnect backoff (growing with each
@@ -103,11 +105,16 @@ class NetworkClient:
 
     def __init__(self, *, selector: Selectable, metadata: Metadata, clock: Clock,
                  settings: NetworkSettings = NetworkSettings(), rng: random.Random | None = None,
-                 throttle_observer: Callable[[ApiMessage, int, int], None] | None = None):
+                 throttle_observer: Callable[[ApiMessage, int, int], None] | None = None,
+                 auth_observer: Callable[[bool, bool], None] | None = None):
         """``throttle_observer(api, throttle_ms, now_ms)`` sees the throttle time of every
-        response that has one (the producer's ``produce-throttle-time`` metrics)."""
+        response that has one (the producer's ``produce-throttle-time`` metrics);
+        ``auth_observer(reauthentication, succeeded)`` every SASL login's outcome."""
         self._selector = selector
         self._throttle_observer = throttle_observer
+        self._auth_observer = auth_observer
+        self._reauth_at_ms: dict[int, int] = {}   # node -> when its SASL session needs a new login
+        self._reauthenticating: set[int] = set()
         self._metadata = metadata
         self._clock = clock
         self._settings = settings
@@ -235,6 +242,8 @@ class NetworkClient:
     def poll(self, timeout_ms: int, now_ms: int) -> list[ClientResponse]:
         """Do the I/O (waiting up to ``timeout_ms``) and return the requests that completed."""
         self._ensure_open()
+        early: list[ClientResponse] = []
+        self._maybe_reauthenticate(early, now_ms)
         metadata_timeout = self.maybe_update_metadata(now_ms)
         wait_ms = self._poll_timeout(timeout_ms, metadata_timeout, now_ms)
         # +1: the wait is rounded to whole ms while the clock is read to the ms below it
@@ -244,7 +253,7 @@ class NetworkClient:
         finally:
             self._polling_until_ms = None
         now_ms = self._clock.monotonic_ms()
-        responses: list[ClientResponse] = []
+        responses: list[ClientResponse] = early
         self._handle_completed_sends(result, responses, now_ms)
         self._handle_completed_receives(result, responses, now_ms)
         self._handle_disconnections(result, responses, now_ms)
@@ -380,7 +389,7 @@ class NetworkClient:
 
     def _can_send_request(self, node_id: int, now_ms: int) -> bool:
         return (self._states.is_ready(node_id, now_ms) and node_id in self._connections
-                and self._in_flight.can_send_more(node_id))
+                and node_id not in self._reauthenticating and self._in_flight.can_send_more(node_id))
 
     def _initiate_connect(self, node: Node, now_ms: int) -> None:
         log.debug("connecting to node %d at %s", node.node_id, node.address)
@@ -490,13 +499,29 @@ class NetworkClient:
     # --- SASL (see authenticator.py) ------------------------------------------------------------
 
     def _start_authentication(self, node_id: int, responses: list[ClientResponse],
-                              now_ms: int) -> None:
+                              now_ms: int, *, reauthentication: bool = False) -> None:
         assert self._settings.sasl is not None
-        self._states.authenticating(node_id)
-        authenticator = SaslAuthenticator(self._settings.sasl, self._address(node_id))
+        if reauthentication:
+            self._reauthenticating.add(node_id)
+        else:
+            self._states.authenticating(node_id)
+        authenticator = SaslAuthenticator(self._settings.sasl, self._address(node_id),
+                                          reauthentication=reauthentication)
         self._authenticators[node_id] = authenticator
-        log.debug("node %d: authenticating with %r", node_id, authenticator)
+        log.debug("node %d: %s with %r", node_id,
+                  "re-authenticating" if reauthentication else "authenticating", authenticator)
         self._send_sasl_step(node_id, authenticator.first_request(), responses, now_ms)
+
+    def _maybe_reauthenticate(self, responses: list[ClientResponse], now_ms: int) -> None:
+        """KIP-368: log in again on a READY connection whose SASL session is due, once it can
+        take a request. New requests wait until the login completes; the responses to those
+        already sent arrive first (in order) and complete as usual."""
+        for node_id, due_ms in list(self._reauth_at_ms.items()):
+            if (due_ms <= now_ms and node_id not in self._reauthenticating
+                    and self._states.is_ready(node_id) and node_id in self._connections
+                    and self._in_flight.can_send_more(node_id)):
+                del self._reauth_at_ms[node_id]
+                self._start_authentication(node_id, responses, now_ms, reauthentication=True)
 
     def _handle_sasl_response(self, request: InFlightRequest, response: Response,
                               responses: list[ClientResponse], now_ms: int) -> None:
@@ -513,6 +538,17 @@ class NetworkClient:
             self._send_sasl_step(node_id, step, responses, now_ms)
             return
         del self._authenticators[node_id]
+        if authenticator.session_lifetime_ms > 0:  # KIP-368: again at 85-95% of the session, as Java
+            share = self._rng.uniform(0.85, 0.95)
+            self._reauth_at_ms[node_id] = now_ms + int(authenticator.session_lifetime_ms * share)
+        if self._auth_observer is not None:
+            self._auth_observer(authenticator.reauthentication, True)
+        if authenticator.reauthentication:
+            self._reauthenticating.discard(node_id)
+            self._auth_errors.pop(node_id, None)
+            log.debug("node %d: re-authenticated; session lifetime %d ms", node_id,
+                      authenticator.session_lifetime_ms)
+            return
         self._node_ready(node_id)
 
     def _send_sasl_step(self, node_id: int, step: SaslStep, responses: list[ClientResponse],
@@ -532,6 +568,9 @@ class NetworkClient:
                                responses: list[ClientResponse], now_ms: int) -> None:
         """Close, back off, remember the error and raise it to the metadata waiters."""
         log.error("authentication with node %d failed: %s", node_id, error)
+        if self._auth_observer is not None:
+            authenticator = self._authenticators.get(node_id)
+            self._auth_observer(authenticator is not None and authenticator.reauthentication, False)
         self._metadata.connection_failed(self._address(node_id), str(error))
         self._auth_errors[node_id] = error
         if self._states.is_connected(node_id) or self._states.is_connecting(node_id):
@@ -553,6 +592,8 @@ class NetworkClient:
         self._connections.pop(node_id, None)
         self._needs_api_versions.pop(node_id, None)
         self._authenticators.pop(node_id, None)
+        self._reauth_at_ms.pop(node_id, None)
+        self._reauthenticating.discard(node_id)
         for request in self._in_flight.clear_all(node_id):
             if not request.internal:
                 responses.append(request.disconnected(now_ms, timed_out=timed_out))
@@ -562,7 +603,8 @@ class NetworkClient:
 
     def _poll_timeout(self, timeout_ms: int, metadata_timeout_ms: int, now_ms: int) -> int:
         """The wait bounded by the metadata timing and the nearest request or setup deadline."""
-        deadlines = (self._in_flight.next_deadline_ms(), self._states.next_setup_deadline_ms())
+        deadlines = (self._in_flight.next_deadline_ms(), self._states.next_setup_deadline_ms(),
+                     min(self._reauth_at_ms.values(), default=None))
         bound = min([timeout_ms, metadata_timeout_ms, self._settings.request_timeout_ms]
                     + [max(d - now_ms, 0) + 1 for d in deadlines if d is not None])
         return max(bound, 0)

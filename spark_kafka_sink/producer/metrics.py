@@ -34,6 +34,9 @@ Where this differs from Java (each for a stated reason):
 - ``produce-throttle-time-avg`` / ``-max``: the ``throttle_time_ms`` of every response the
   producer's network client receives that has one (Java's sensor, recorded the same way);
   :meth:`ProducerMetrics.on_throttle`.
+- ``successful-authentication-total``, ``failed-authentication-total`` and their
+  ``-reauthentication-`` twins (KIP-368) count SASL logins, as Java's selector metrics do;
+  :meth:`ProducerMetrics.on_authentication`.
 - Not reported: ``bufferpool-wait-ratio`` (needs the pool to record each wait into a sensor),
   the selector's network metrics.
 
@@ -93,6 +96,11 @@ _GLOBAL = {
     "drains": {"produce-drain-total": Total},
     "batch-splits": _meter("batch-split"),
     "throttle-time": {"produce-throttle-time-avg": Avg, "produce-throttle-time-max": Max},
+    # SASL logins, Java's Selector names (KIP-368 for the re-authentications)
+    "authentication": {"successful-authentication-total": Total},
+    "authentication-failed": {"failed-authentication-total": Total},
+    "reauthentication": {"successful-reauthentication-total": Total},
+    "reauthentication-failed": {"failed-reauthentication-total": Total},
     # time the caller spent in each transactional call, Java's KafkaProducerMetrics names
     "txn-init": {"txn-init-time-ns-total": Total},
     "txn-begin": {"txn-begin-time-ns-total": Total},
@@ -183,6 +191,13 @@ class ProducerMetrics:
         """A response's ``throttle_time_ms`` (the network client's throttle observer)."""
         with self._lock:
             self._global.sensors["throttle-time"].record(throttle_ms, now_ms)
+
+    def on_authentication(self, reauthentication: bool, succeeded: bool) -> None:
+        """A SASL login (or, KIP-368, a login again on a live connection) completed or failed."""
+        sensor = ("re" if reauthentication else "") + "authentication" + ("" if succeeded else "-failed")
+        now_ms = self._clock.monotonic_ms()
+        with self._lock:
+            self._global.sensors[sensor].record(1, now_ms)
 
     def on_retry(self, topic: str, record_count: int) -> None:
         """``record_count`` records of ``topic`` go back for another attempt."""

@@ -185,7 +185,7 @@ class KafkaProducer:
                                           transport_factory=transport_factory_for(cfg)),
             metadata=self._metadata, clock=clock,
             settings=NetworkSettings.from_config(cfg, client_id=self.client_id),
-            throttle_observer=self._metrics.on_throttle)
+            throttle_observer=self._metrics.on_throttle, auth_observer=self._metrics.on_authentication)
         self._metrics.register_gauges(buffer_pool=self._pool, metadata=self._metadata, client=self._client)
         self._sender = Sender(client=self._client, metadata=self._metadata, accumulator=self._accumulator,
                               clock=clock, settings=SenderSettings.from_config(cfg),

@@ -102,3 +102,56 @@ def test_a_refused_token_fails_the_send_at_once_naming_its_source(secured_kafka,
     assert "SASL OAUTHBEARER authentication with the token of oauth_cb" in message
     assert "bad_token" in message and "invalid_token" in message
     assert "not-a-jwt" not in message and all("not-a-jwt" not in r.getMessage() for r in caplog.records)
+
+
+# --- KIP-368: a broker that wants a new login every few seconds -----------------------------------
+
+REAUTH_MS = 3_000
+TOKEN_LIFE_S = 5
+
+
+@pytest.fixture(scope="module")
+def reauth_kafka(tmp_path_factory):
+    """One node whose SASL sessions last at most 3 s (``connections.max.reauth.ms``): a client
+    that does not log in again on its connections is cut off."""
+    from spark_kafka_sink.embedded import BrokerSecurity, EmbeddedKafka
+
+    from ..conftest import _started
+
+    cluster = EmbeddedKafka(1, security=BrokerSecurity(ssl=False), heap="256m",
+                            extra_properties={"connections.max.reauth.ms": REAUTH_MS},
+                            work_dir=tmp_path_factory.mktemp("kafka-reauth"))
+    yield from _started(cluster, "the embedded Apache Kafka with connections.max.reauth.ms")
+
+
+def test_a_stream_over_several_token_lifetimes_logs_in_again_and_loses_nothing(reauth_kafka):
+    asked = []
+
+    def short_lived(config):
+        asked.append(time.monotonic())
+        return unsigned_jwt("streamer", TOKEN_LIFE_S)
+    topic = f"oauth-reauth-{uuid.uuid4().hex[:8]}"
+    create_topic(reauth_kafka.bootstrap_servers, topic, 2)
+    props = oauth_props(reauth_kafka, oauth_cb=short_lived, **{"linger.ms": 20})
+    sent = 0
+    with KafkaProducer(props) as producer:
+        producer.send(topic, b"%06d" % sent).result(30)
+        sent += 1
+        node = next(iter(producer._metadata.snapshot.nodes))
+        connection = producer._client.connection_id(node)
+        deadline = time.monotonic() + 3 * TOKEN_LIFE_S      # three token lifetimes, five sessions
+        futures = []
+        while time.monotonic() < deadline and sent < 100_000:
+            futures += [producer.send(topic, b"%06d" % i, key=b"k%d" % (i % 5)) for i in range(sent, sent + 50)]
+            sent += 50
+            time.sleep(0.05)
+        producer.flush(60)
+        for future in futures:
+            future.result(0)
+        metrics = producer.metrics()
+        assert producer._client.connection_id(node) == connection, "the connection was replaced"
+    assert metrics["successful-reauthentication-total"] >= 3, metrics
+    assert metrics["failed-reauthentication-total"] == 0 and metrics["record-retry-total"] == 0
+    assert len(asked) >= 3, "the token source was not asked again"
+    consumed = consume_all(reauth_kafka.bootstrap_servers, topic, 2, expected_count=sent)
+    assert sorted(int(m.value) for records in consumed.values() for m in records) == list(range(sent))

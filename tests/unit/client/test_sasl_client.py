@@ -15,7 +15,8 @@ from spark_kafka_sink.errors import (
     AuthenticationError, SaslAuthenticationFailedError, SslAuthenticationError,
     UnsupportedSaslMechanismError,
 )
-from spark_kafka_sink.protocol import API_VERSIONS, METADATA
+from spark_kafka_sink.errors import IllegalStateError
+from spark_kafka_sink.protocol import API_VERSIONS, METADATA, PRODUCE
 from spark_kafka_sink.protocol.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 from .fake_selector import FakeSelector
@@ -170,3 +171,94 @@ def test_authentication_errors_pickle_unchanged_for_spark():
         copy = pickle.loads(pickle.dumps(error))
         assert type(copy) is type(error) and str(copy) == str(error)
         assert isinstance(copy, AuthenticationError)
+
+
+# --- KIP-368: logging in again on a live connection -----------------------------------------------
+
+class LifetimeBroker(SaslBroker):
+    """Gives every successful login a session lifetime."""
+
+    def __init__(self, lifetime_ms: int, **kw):
+        super().__init__(**kw)
+        self.lifetime_ms = lifetime_ms
+
+    def _answer(self, token):
+        answer = super()._answer(token)
+        if answer["error_code"] == 0:
+            answer["session_lifetime_ms"] = self.lifetime_ms
+        return answer
+
+
+def reauth_harness(lifetime_ms: int = 10_000):
+    seen = []
+    h = Harness(brokers=[(1, "b1", 9092)], sasl=SaslCredentials("PLAIN", "alice", PASSWORD))
+    h.client._auth_observer = lambda again, ok: seen.append((again, ok))
+    sasl = LifetimeBroker(lifetime_ms)
+    sasl.install(h.brokers[1])
+    h.bootstrap()
+    h.connect(1)
+    return h, sasl, seen
+
+
+def test_a_session_with_a_lifetime_logs_in_again_on_the_same_connection_before_it_ends():
+    h, sasl, seen = reauth_harness(10_000)
+    broker = h.brokers[1]
+    connections = broker.connections
+    logins = len(broker.requests_for(SASL_HANDSHAKE))
+    h.clock.advance(8_499)                          # before 85% of the session: nothing yet
+    h.poll()
+    assert len(broker.requests_for(SASL_HANDSHAKE)) == logins
+    h.clock.advance(1_001)                          # past 95%: due whatever the random share
+    h.poll()
+    h.poll()
+    assert len(broker.requests_for(SASL_HANDSHAKE)) == logins + 2   # the -1 and node 1 connections
+    assert broker.connections == connections        # the same connections, none closed
+    assert h.client.is_ready(1, h.now) and seen.count((True, True)) == 2
+
+
+def test_requests_wait_for_the_new_login_and_those_in_flight_complete_first():
+    h, sasl, seen = reauth_harness(10_000)
+    broker = h.brokers[1]
+    h.client._close_connection(-1, [], h.now)        # only node 1's session from here on
+    broker.hold = True                               # the broker records, and we answer by hand
+    first = len(broker.requests)
+    h.client.send(h.request(1), h.now)
+    h.poll()                                         # the produce is written, in flight
+    h.clock.advance(9_600)
+    h.poll()                                         # due: the new login goes out behind it
+    held = broker.requests[first:]
+    assert [r.api for r in held] == [PRODUCE, SASL_HANDSHAKE]
+    assert not h.client.is_ready(1, h.now)           # nothing new until the login completes
+    with pytest.raises(IllegalStateError):
+        h.client.send(h.request(1), h.now)
+    server = h.sel._server[1][1]
+    for request in held:                             # the broker answers in order
+        h.sel.inject(1, broker.answer(server, request))
+    broker.hold = False
+    responses = []
+    for _ in range(4):
+        responses += h.poll()
+    assert [r.request.api for r in responses] == [PRODUCE] and not responses[0].disconnected
+    assert h.client.is_ready(1, h.now) and seen[-1] == (True, True)
+    assert broker.connections == 2                   # bootstrap and node 1: no reconnect
+    assert broker.requests[first + 2].api is SASL_AUTHENTICATE       # the login completes, then the rest
+
+
+def test_a_refused_new_login_closes_the_connection_and_counts_as_failed():
+    h, sasl, seen = reauth_harness(10_000)
+    sasl.password = WRONG                            # the broker no longer takes our password
+    h.clock.advance(9_600)
+    for _ in range(4):
+        h.poll()
+    assert (True, False) in seen
+    assert h.state(1) is ConnectionState.DISCONNECTED or h.state(-1) is ConnectionState.DISCONNECTED
+    assert "re-authentication of user 'alice'" in str(h.client.authentication_error(1)
+                                                       or h.client.authentication_error(-1))
+
+
+def test_no_lifetime_means_no_new_login():
+    h, sasl, seen = reauth_harness(0)
+    logins = len(h.brokers[1].requests_for(SASL_HANDSHAKE))
+    h.clock.advance(3_600_000)
+    h.poll()
+    assert len(h.brokers[1].requests_for(SASL_HANDSHAKE)) == logins
