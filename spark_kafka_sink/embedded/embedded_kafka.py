@@ -69,6 +69,8 @@ class EmbeddedKafka:
     ``advertised_ports``: one per node; node *i* advertises its PLAINTEXT listener as
     ``127.0.0.1:advertised_ports[i]`` (a proxy the caller runs in front of ``node.port``) and its
     brokers replicate over a separate INTERNAL listener. Every port stays the same across restarts.
+    ``system_properties``: JVM system properties of every node (``-Dname=value``), e.g. Kafka's
+    ``org.apache.kafka.sasl.oauthbearer.allowed.urls`` for a JWKS the brokers may read.
     """
 
     def __init__(self, nodes: int = 1, *, version: str = DEFAULT_KAFKA_VERSION,
@@ -76,7 +78,8 @@ class EmbeddedKafka:
                  cache_dir: str | Path | None = None, start_timeout_s: float = 90.0,
                  heap: str = "384m", extra_properties: Mapping[str, object] | None = None,
                  ports: Sequence[int] | None = None, controller_ports: Sequence[int] | None = None,
-                 security: BrokerSecurity | None = None, advertised_ports: Sequence[int] | None = None):
+                 security: BrokerSecurity | None = None, advertised_ports: Sequence[int] | None = None,
+                 system_properties: Mapping[str, str] | None = None):
         if nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
         for name, given in (("ports", ports), ("controller_ports", controller_ports),
@@ -100,6 +103,11 @@ class EmbeddedKafka:
         self.start_timeout_s = start_timeout_s
         self.heap = heap
         self.extra_properties = dict(extra_properties or {})
+        self.system_properties = dict(system_properties or {})
+        for name, value in self.system_properties.items():
+            if not isinstance(name, str) or not name or "=" in name or not isinstance(value, str):
+                raise ValueError(f"system_properties must map names (without '=') to strings, "
+                                 f"got {name!r}: {type(value).__name__}")
         self.keep = keep
         self._given_work_dir = Path(work_dir) if work_dir is not None else None
         self._ports = list(ports) if ports is not None else None
@@ -305,7 +313,8 @@ class EmbeddedKafka:
             for listener, port in address.bound_ports().items():
                 check_free(port, f"node {address.node_id} {listener} listener port")
         nodes = [KafkaNode(a, self.work_dir / f"node-{a.node_id}", java=self.java, jars=self.jars,
-                           heap=self.heap, dump_cds=a is addresses[0]) for a in addresses]
+                           heap=self.heap, dump_cds=a is addresses[0],
+                           system_properties=self.system_properties) for a in addresses]
         security_props, format_args = self._prepare_security()
         for node in nodes:
             node.configure(addresses, self.extra_properties, security_props)

@@ -44,8 +44,10 @@ class KafkaNode:
     """A broker+controller JVM. Create it, :meth:`configure`, :meth:`format`, then :meth:`start`."""
 
     def __init__(self, address: NodeAddress, directory: Path, *, java: str, jars: KafkaJars,
-                 heap: str = "384m", dump_cds: bool = False):
+                 heap: str = "384m", dump_cds: bool = False,
+                 system_properties: Mapping[str, str] | None = None):
         self.address = address
+        self.system_properties = dict(system_properties or {})
         self.dump_cds = dump_cds  # this node may create the AppCDS archives (see cds.py)
         self._cds = cds.CdsPlan(())
         self.directory = Path(directory)
@@ -165,6 +167,7 @@ class KafkaNode:
             self._reap()
             self._cds = cds.plan(self.jars, self.java, "broker", may_create=self.dump_cds)
             command = [self.java, *broker_flags(self.heap, LOG4J_CONFIG, self.directory / "logs"),
+                       *(f"-D{name}={value}" for name, value in self.system_properties.items()),
                        *self._cds.flags, "-cp", self.jars.classpath, "kafka.Kafka", str(self.config_path)]
             with open(self.log_path, "ab") as log:
                 stamp = time.strftime("%Y-%m-%d %H:%M:%S")
