@@ -41,12 +41,13 @@ class KafkaCluster:
     ``proxied``: a FaultProxy in front of each node's PLAINTEXT client listener (see :meth:`proxy`).
     ``work_dir``: where node directories go (default: a temporary directory removed at close).
     ``heap``: each JVM's heap. ``broker_properties``: server.properties overrides for every node.
+    ``version``: the Apache Kafka release (default: the embedded broker's, 4.x; e.g. ``"3.9.1"``).
     """
 
     def __init__(self, nodes: int = 1, *, security: Any = None, proxied: bool = False,
                  work_dir: str | Path | None = None, heap: str = "384m",
                  broker_properties: Mapping[str, object] | None = None,
-                 start_timeout_s: float = 90.0):
+                 start_timeout_s: float = 90.0, version: str | None = None):
         if nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
         self.size = nodes
@@ -56,6 +57,7 @@ class KafkaCluster:
         self._heap = heap
         self._broker_properties = dict(broker_properties or {})
         self._start_timeout_s = start_timeout_s
+        self.version = version
         self._kafka: EmbeddedKafka | None = None
         self._proxies: dict[int, FaultProxy] = {}
 
@@ -76,6 +78,8 @@ class KafkaCluster:
                                    "extra_properties": self._broker_properties}
         if self.security is not None:
             options["security"] = self.security
+        if self.version is not None:
+            options["version"] = self.version
         try:
             if self.proxied:
                 # The proxies listen first (their ports are what the nodes advertise); they learn

@@ -240,7 +240,7 @@ def test_connection_cuts_mid_stream_lose_and_duplicate_nothing(proxied_cluster):
         metrics = producer.metrics()
     assert len(futures) == total
     _assert_all_delivered(futures)
-    assert sum(p.cuts for p in proxies) >= 5          # 3 proxies cut at once, then 2 one-shots
+    assert sum(p.cuts for p in proxies) >= len(proxies) + 2   # every proxy at once, then 2 one-shots
     assert metrics["record-retry-total"] > 0, "the cuts should have forced retries"
     consumed = consume_all(cluster.bootstrap_servers, topic, partitions, expected_count=total)
     _check_exactly_once(consumed, total)
