@@ -246,6 +246,11 @@ class ProducerConfig:
         "partitioner.availability.timeout.ms", 0, _LONG, "Skip partitions a broker stalls on; 0: off.")
     metadata_max_age_ms: int = _key("metadata.max.age.ms", 300000, _LONG, "Refresh metadata this often.")
     metadata_max_idle_ms: int = _key("metadata.max.idle.ms", 300000, _int(5000, LONG_MAX), "Forget topics.")
+    metadata_recovery_strategy: str = _key(
+        "metadata.recovery.strategy", "rebootstrap", _choice({"none": "none", "rebootstrap": "rebootstrap"}),
+        "rebootstrap: back to bootstrap.servers when no known broker answers (KIP-899).")
+    metadata_recovery_rebootstrap_trigger_ms: int = _key(
+        "metadata.recovery.rebootstrap.trigger.ms", 300000, _LONG, "Rebootstrap after this long without metadata.")
     connections_max_idle_ms: int = _key("connections.max.idle.ms", 540000, _int(-1, LONG_MAX), "-1: never.")
     reconnect_backoff_ms: int = _key("reconnect.backoff.ms", 50, _LONG, "First reconnect wait.")
     reconnect_backoff_max_ms: int = _key("reconnect.backoff.max.ms", 1000, _LONG, "Reconnect wait cap.")
@@ -371,8 +376,8 @@ assert all(f.name == f.metadata["key"].attr for f in fields(ProducerConfig) if "
 JAVA_ONLY = frozenset({
     "key.serializer", "value.serializer", "partitioner.class", "interceptor.classes", "metric.reporters",
     "client.dns.lookup", "security.providers", "enable.metrics.push", "metrics.sample.window.ms",
-    "metrics.num.samples", "metrics.recording.level", "metadata.recovery.strategy", "config.providers",
-    "metadata.recovery.rebootstrap.trigger.ms", "transaction.two.phase.commit.enable"})
+    "metrics.num.samples", "metrics.recording.level", "config.providers",
+    "transaction.two.phase.commit.enable"})
 
 
 def _java_names(properties: Mapping[str, Any] | None, overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -66,6 +66,9 @@ class Metadata:
                  rng: UniformSource | None = None):
         self._snapshot = (bootstrap if isinstance(bootstrap, ClusterSnapshot)
                           else ClusterSnapshot.bootstrap(bootstrap))
+        self._bootstrap_snapshot = self._snapshot
+        self.rebootstraps = 0                      # times the bootstrap list was used again
+        self._failing_since_ms: int | None = None  # first failed attempt since the last success
         self._max_age_ms = metadata_max_age_ms
         self._max_idle_ms = metadata_max_idle_ms
         self._backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms,
@@ -237,6 +240,7 @@ class Metadata:
                 if snapshot.partition_count(topic) != count:
                     del self._missing[topic]   # the topic changed: look again on the next send
             self._attempts = 0
+            self._failing_since_ms = None
             self._fatal = None                     # a later success ends an earlier fatal error
             self._last_success_ms = now_ms
             self._new_topics.difference_update(t.name for t in response.topics)
@@ -254,7 +258,30 @@ class Metadata:
         """An attempt failed (no node, a disconnect, an empty answer): back off before the next."""
         with self._cond:
             self._attempts += 1
+            if self._failing_since_ms is None:
+                self._failing_since_ms = now_ms
             self._allowed_at_ms = now_ms + self._backoff.backoff(self._attempts - 1)
+
+    def failing_for_ms(self, now_ms: int) -> int:
+        """How long updates have been failing without a success in between (0: they are not)."""
+        with self._cond:
+            return 0 if self._failing_since_ms is None else now_ms - self._failing_since_ms
+
+    def rebootstrap(self, now_ms: int, reason: str) -> None:
+        """Forget the brokers the cluster named and start again from ``bootstrap.servers``
+        (KIP-899): the nodes of the bootstrap snapshot, an update due at once. The tracked
+        topics stay; their partitions come back with the next answer."""
+        with self._cond:
+            if self._closed:
+                return
+            self.rebootstraps += 1
+            self._snapshot = self._bootstrap_snapshot
+            self._need_update = True
+            self._attempts = 0
+            self._failing_since_ms = None
+            self._allowed_at_ms = None
+        log.warning("rebootstrapping from bootstrap.servers (%s): %s", ", ".join(self._bootstrap), reason)
+        self._wake()
 
     def fatal_error(self, error: KafkaError) -> None:
         """An error no retry can fix: raised once to the threads waiting in await_topic."""

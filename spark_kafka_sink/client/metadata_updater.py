@@ -5,6 +5,8 @@ auto-creating them) and turns the outcome into :class:`Metadata` calls:
 
 - an answer with brokers            -> ``metadata.update``
 - an answer with no brokers, or a top-level error (a broker still starting) -> failed attempt
+- a top-level REBOOTSTRAP_REQUIRED (KIP-1102) -> failed attempt, and ``rebootstrap_required``
+  for the network client
 - a disconnect or timeout before the answer -> failed attempt
 - no Metadata version both sides speak -> failed attempt and a fatal error for the waiters
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ..error_codes import ErrorCode
 from ..errors import KafkaError
 from .metadata import Metadata
 
@@ -31,6 +34,7 @@ class MetadataUpdater:
         self.metadata = metadata
         self._request_timeout_ms = request_timeout_ms
         self._in_progress = False
+        self.rebootstrap_required = False   # a Metadata answer said REBOOTSTRAP_REQUIRED
 
     @property
     def in_progress(self) -> bool:
@@ -58,7 +62,10 @@ class MetadataUpdater:
     def handle_response(self, response: Any, now_ms: int) -> None:
         self._in_progress = False
         top_level_error = getattr(response, "error_code", 0)
-        if top_level_error:
+        if top_level_error == ErrorCode.REBOOTSTRAP_REQUIRED:   # KIP-1102: the cluster says so
+            self.metadata.failed_update(now_ms)
+            self.rebootstrap_required = True
+        elif top_level_error:
             log.warning("Metadata answered with error code %d; will retry", top_level_error)
             self.metadata.failed_update(now_ms)
         elif not response.brokers:

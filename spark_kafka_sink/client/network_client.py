@@ -87,6 +87,8 @@ class NetworkSettings:
     receive_buffer_bytes: int = 32_768
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     sasl: SaslCredentials | None = None
+    metadata_recovery_strategy: str = "rebootstrap"
+    metadata_recovery_rebootstrap_trigger_ms: int = 300_000
 
     @classmethod
     def from_config(cls, config: Any, **overrides: Any) -> "NetworkSettings":
@@ -265,11 +267,28 @@ class NetworkClient:
         return responses
 
     def maybe_update_metadata(self, now_ms: int) -> int:
-        """Send a Metadata request (or connect for one) when due; ms until worth checking again."""
+        """Send a Metadata request (or connect for one) when due; ms until worth checking again.
+
+        With ``metadata.recovery.strategy=rebootstrap`` (KIP-899, KIP-1102) the brokers the
+        cluster named are dropped for ``bootstrap.servers`` again when none of them can be reached
+        (all in reconnect backoff), when updates have failed for
+        ``metadata.recovery.rebootstrap.trigger.ms``, or when a broker answers REBOOTSTRAP_REQUIRED."""
+        rebootstrap = self._settings.metadata_recovery_strategy == "rebootstrap"
+        if rebootstrap and self._updater.rebootstrap_required:
+            self._updater.rebootstrap_required = False
+            self._metadata.rebootstrap(now_ms, "a broker answered REBOOTSTRAP_REQUIRED")
+        elif rebootstrap and self._metadata.failing_for_ms(now_ms) >= \
+                self._settings.metadata_recovery_rebootstrap_trigger_ms:
+            self._metadata.rebootstrap(now_ms, f"no metadata for "
+                                       f"{self._settings.metadata_recovery_rebootstrap_trigger_ms} ms "
+                                       "(metadata.recovery.rebootstrap.trigger.ms)")
         timeout = self._updater.time_to_update(now_ms)
         if timeout > 0:
             return timeout
         node = self.least_loaded_node(now_ms)
+        if rebootstrap and self._metadata.update_version > 0 and self._none_reachable(now_ms):
+            self._metadata.rebootstrap(now_ms, "no broker the cluster named can be reached")
+            node = self.least_loaded_node(now_ms)
         if node is None:
             log.debug("no node available for a Metadata request")
             return self._settings.reconnect_backoff_ms
@@ -386,6 +405,14 @@ class NetworkClient:
             self._process_disconnection(node_id, responses, now_ms, timed_out=True)
 
     # --- internals ------------------------------------------------------------------------------
+
+    def _none_reachable(self, now_ms: int) -> bool:
+        """Every node the cluster named is disconnected and was tried: its last connection
+        attempt failed, or it is in its reconnect backoff (Java's "no node available or
+        connection ready", robust to backoffs that expire between two attempts)."""
+        nodes = self._metadata.snapshot.nodes
+        return bool(nodes) and all(node_id >= 0 and self._states.unreachable(node_id, now_ms)
+                                   for node_id in nodes)
 
     def _can_send_request(self, node_id: int, now_ms: int) -> bool:
         return (self._states.is_ready(node_id, now_ms) and node_id in self._connections

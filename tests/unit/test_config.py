@@ -47,6 +47,7 @@ KAFKA_4_DEFAULTS = {
     "enable.idempotence": True, "partitioner.ignore.keys": False,
     "partitioner.adaptive.partitioning.enable": True, "partitioner.availability.timeout.ms": 0,
     "metadata.max.age.ms": 300000, "metadata.max.idle.ms": 300000, "connections.max.idle.ms": 540000,
+    "metadata.recovery.strategy": "rebootstrap", "metadata.recovery.rebootstrap.trigger.ms": 300000,
     "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 1000, "socket.connection.setup.timeout.ms": 10000,
     "socket.connection.setup.timeout.max.ms": 30000, "send.buffer.bytes": 131072,
     "receive.buffer.bytes": 32768, "transactional.id": None, "transaction.timeout.ms": 60000,
@@ -139,7 +140,7 @@ def _with(key: ConfigKey, value) -> dict:
 def test_ranged_keys_cover_every_integer_property():
     integers = [key for key in PROPERTIES.values()
                 if type(key.default) is int and key.name != "acks"]  # acks is a choice of -1, 0, 1
-    assert RANGED == integers and len(RANGED) == 25
+    assert RANGED == integers and len(RANGED) == 26
 
 
 @pytest.mark.parametrize("key", RANGED, ids=lambda key: key.name)

@@ -643,3 +643,95 @@ def test_a_throttle_time_before_kip_219_is_recorded_but_not_applied_by_the_clien
 def test_the_throttle_time_of_every_response_is_observed_zero_included():
     h, seen = throttle_harness()
     assert ("ApiVersions", 0) in seen and ("Metadata", 0) in seen
+
+
+# --- rebootstrap (KIP-899, KIP-1102) ----------------------------------------------------------------
+
+def poll_ticking(h, check, polls: int = 60, tick_ms: int = 100) -> None:
+    for _ in range(polls):
+        if check():
+            return
+        h.poll()
+        h.clock.advance(tick_ms)
+    assert check(), f"not reached in {polls} polls"
+
+
+def forget_b1(h) -> None:
+    """b1 stops being listed: the client knows nodes 2 and 3 only (b1 stays the bootstrap)."""
+    for broker in h.brokers.values():
+        broker.metadata = lambda req: metadata_body(BROKERS[1:], h.topics)
+    h.metadata.request_update(h.now)
+    poll_ticking(h, lambda: sorted(h.metadata.snapshot.nodes) == [2, 3])
+
+
+def replace_cluster(h, new_brokers):
+    """Every broker the client knows goes away; ``new_brokers`` answer at the bootstrap address."""
+    for node_id in list(h.client._connections):
+        h.sel.drop(node_id)
+    for key in list(h.sel.brokers):
+        del h.sel.brokers[key]
+    for node_id, host, port in new_brokers:
+        h.sel.add_broker(host, port, FakeBroker(
+            node_id, metadata=lambda req, b=new_brokers: metadata_body(b, h.topics),
+            handlers={PRODUCE.api_key: produce_answer}))
+
+
+NEW_CLUSTER = [(7, "b1", 9092), (8, "c2", 9092)]   # the bootstrap address now leads to another cluster
+
+
+def test_when_no_known_broker_can_be_reached_the_client_starts_again_from_bootstrap():
+    h = Harness()
+    h.bootstrap()
+    assert sorted(h.metadata.snapshot.nodes) == [1, 2, 3]
+    forget_b1(h)
+    replace_cluster(h, NEW_CLUSTER)
+    poll_ticking(h, lambda: sorted(h.metadata.snapshot.nodes) == [7, 8])   # through b1:9092 again
+    assert h.metadata.rebootstraps == 1
+    poll_ticking(h, lambda: h.client.ready(8, h.now))
+    h.client.send(h.request(8), h.now)
+    responses = []
+    poll_ticking(h, lambda: responses or responses.extend(h.poll()) or responses)
+    assert [r.body.responses[0].partition_responses[0].base_offset for r in responses] == [42]
+
+
+def test_rebootstrap_is_off_with_strategy_none():
+    h = Harness(metadata_recovery_strategy="none")
+    h.bootstrap()
+    forget_b1(h)
+    replace_cluster(h, NEW_CLUSTER)
+    for _ in range(60):
+        h.poll()
+        h.clock.advance(100)
+    assert h.metadata.rebootstraps == 0 and sorted(h.metadata.snapshot.nodes) == [2, 3]
+
+
+def test_a_rebootstrap_required_answer_starts_again_from_bootstrap():
+    h = Harness()
+    h.bootstrap()
+    answers = iter([{"error_code": 129, "brokers": [], "topics": [], "cluster_id": None, "controller_id": -1}])
+
+    def metadata(req):
+        return next(answers, None) or metadata_body(BROKERS, h.topics)
+    for broker in h.brokers.values():
+        broker.metadata = metadata
+    h.metadata.request_update(h.now)
+    for _ in range(20):
+        h.poll()
+        h.clock.advance(50)
+        if h.metadata.rebootstraps:
+            break
+    assert h.metadata.rebootstraps == 1
+
+
+def test_updates_failing_for_the_trigger_time_start_again_from_bootstrap():
+    h = Harness(metadata_recovery_rebootstrap_trigger_ms=2_000)
+    h.bootstrap()
+    for broker in h.brokers.values():   # every answer says "no brokers": each update fails
+        broker.metadata = lambda req: {**metadata_body(BROKERS, h.topics), "brokers": []}
+    h.metadata.request_update(h.now)
+    for _ in range(100):
+        h.poll()
+        h.clock.advance(100)
+        if h.metadata.rebootstraps:
+            break
+    assert h.metadata.rebootstraps == 1 and h.metadata.failing_for_ms(h.now) < 2_000
