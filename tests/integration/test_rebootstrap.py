@@ -18,7 +18,6 @@ from spark_kafka_sink import KafkaProducer
 from spark_kafka_sink.embedded import EmbeddedKafka
 from spark_kafka_sink.testing import FaultProxy
 
-from ..conftest import _started
 from ..helpers import create_topic
 from ..verify import consume_all
 
