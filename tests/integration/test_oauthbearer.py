@@ -209,3 +209,43 @@ def test_the_jwks_broker_refuses_unsigned_forged_and_foreign_tokens(jwks_kafka, 
             with pytest.raises(AuthenticationError, match="invalid_token") as info:
                 producer.send("any-topic", b"x").result(10)
         assert token not in str(info.value), what
+
+
+def test_oauth_secrets_and_tokens_never_appear_in_logs_errors_or_reprs(secured_kafka, caplog, capfd):
+    """Grep everything an OAUTHBEARER producer left behind (DEBUG logs, stdout/stderr, errors,
+    reprs, the redacted config) for the client secret, the config string and every token issued."""
+    import logging
+
+    from spark_kafka_sink.config import ProducerConfig
+
+    caplog.set_level(logging.DEBUG, logger="spark_kafka_sink")
+    config_string = "scope=write secret-in-config=Cfg-Secret-9a1b"
+    seen: list[str] = []
+    with TokenEndpoint({"grep-client": CLIENT_SECRET}, tls=secured_kafka.tls, lifetime_s=60) as idp:
+        good = oauth_props(secured_kafka, "SASL_SSL", **{
+            "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": idp.url,
+            "sasl.oauthbearer.client.id": "grep-client", "sasl.oauthbearer.client.secret": CLIENT_SECRET,
+            "sasl.oauthbearer.config": config_string})
+        produce_and_verify(secured_kafka, good)                      # a successful exchange
+        tokens = [idp.token_for("grep-client")]
+        bad = {**good, "sasl.oauthbearer.client.secret": "wrong-" + CLIENT_SECRET, "max.block.ms": 10_000}
+        config = ProducerConfig(bad)
+        with KafkaProducer(config) as producer:                      # the endpoint refuses it
+            with pytest.raises(AuthenticationError) as info:
+                producer.send("any-topic", b"x")
+            seen += [str(info.value), repr(info.value), repr(producer), repr(producer.config),
+                     str(producer.config.redacted()), repr(producer._client._settings)]
+    refused_token = "opaque-Token-5e6f7a8b"          # not a JWT: the broker refuses it
+
+    def refused(config):
+        return refused_token, time.time() + 60
+    with KafkaProducer(oauth_props(secured_kafka, oauth_cb=refused, **{"max.block.ms": 10_000})) as producer:
+        with pytest.raises(AuthenticationError) as info:                # the broker refuses it
+            producer.send("any-topic", b"x").result(10)
+        seen += [str(info.value), repr(producer)]
+    out, err = capfd.readouterr()
+    seen += [caplog.text, out, err, *(record.getMessage() for record in caplog.records)]
+    text = "\n".join(seen)
+    assert "OIDC client 'grep-client'" in text and "invalid_client" in text and caplog.records
+    for secret in (CLIENT_SECRET, config_string, "Cfg-Secret-9a1b", refused_token, *tokens):
+        assert secret not in text

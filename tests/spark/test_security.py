@@ -100,3 +100,29 @@ def test_the_sink_authenticates_with_oidc_client_credentials(spark, secured):
         assert idp.issued_to("spark-sink") >= 1
     records = consume_all(secured.bootstrap_servers, topic, PARTITIONS, expected_count=ROWS)
     assert sorted(int(r.value) for part in records.values() for r in part) == list(range(ROWS))
+
+
+def test_the_sink_authenticates_with_a_token_callback(spark, secured):
+    """``kafka.oauth_cb``: the function travels to the executors as PySpark ships functions (a
+    closure, by value) and each executor's producer calls it for its token."""
+    subject = "spark-callback"
+
+    def token(config):
+        import base64
+        import json
+        import time as clock
+        now = int(clock.time())
+
+        def part(value):
+            return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+        return f"{part({'alg': 'none'})}.{part({'sub': subject, 'iat': now, 'exp': now + 300})}.", now + 300
+
+    client = {"bootstrap.servers": secured.bootstrap_for(PROTOCOL),
+              **{k: v for k, v in secured.client_properties(PROTOCOL, mechanism="OAUTHBEARER").items()
+                 if not k.startswith(("enable.sasl.oauthbearer", "sasl.oauthbearer"))}}
+    topic = f"secured-oauth-cb-{uuid.uuid4().hex[:8]}"
+    create_topic(secured.bootstrap_servers, topic, PARTITIONS)
+    KafkaSink({**_sink_options(client, topic), "kafka.oauth_cb": token}).write(
+        spark.range(ROWS).selectExpr("cast(id as string) as value").repartition(2))
+    records = consume_all(secured.bootstrap_servers, topic, PARTITIONS, expected_count=ROWS)
+    assert sorted(int(r.value) for part in records.values() for r in part) == list(range(ROWS))
