@@ -66,6 +66,31 @@ class ClusterSnapshot:
                            for topic, infos in self._by_topic.items()}
         self._by_node = {node_id: tuple(tps) for node_id, tps in by_node.items()}
 
+    def with_leaders(self, leaders: Mapping[TopicPartition, tuple[int, int]],
+                     nodes: Iterable[Node] = ()) -> tuple["ClusterSnapshot", frozenset[TopicPartition]]:
+        """This snapshot with the partitions of ``leaders`` (tp -> (leader id, leader epoch))
+        moved to their new leader (KIP-951 hints in a Produce response), and ``nodes`` added or
+        refreshed; with the partitions that moved. A hint applies only to a partition this
+        snapshot knows, with a newer epoch than it has, to a leader it knows or is given."""
+        known_nodes = dict(self._nodes)
+        known_nodes.update({node.node_id: node for node in nodes})
+        partitions = dict(self._partitions)
+        moved = set()
+        for tp, (leader, epoch) in leaders.items():
+            info = partitions.get(tp)
+            if info is None or leader < 0 or leader not in known_nodes:
+                continue
+            if info.leader_epoch >= 0 and epoch <= info.leader_epoch:
+                continue
+            partitions[tp] = PartitionInfo(info.topic, info.partition, leader, epoch, info.replicas,
+                                           info.isr, info.offline_replicas)
+            moved.add(tp)
+        if not moved:
+            return self, frozenset()
+        return (ClusterSnapshot(known_nodes.values(), partitions.values(), cluster_id=self._cluster_id,
+                                controller_id=self._controller_id, topic_errors=self._topic_errors),
+                frozenset(moved))
+
     @classmethod
     def bootstrap(cls, addresses: Iterable[tuple[str, int]]) -> "ClusterSnapshot":
         """The cluster before any Metadata: bootstrap addresses as nodes -1, -2, ..."""

@@ -42,7 +42,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from ..clock import Clock
 from ..error_codes import ErrorCode
@@ -50,6 +50,7 @@ from ..errors import (
     BrokerResponseError, InvalidPartitionError, KafkaError, MetadataTimeoutError, error_for, for_code,
 )
 from .backoff import ExponentialBackoff, UniformSource
+from ..structs import Node, TopicPartition
 from .cluster_snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)
@@ -253,6 +254,20 @@ class Metadata:
             self._cond.notify_all()
         _log_topic_errors(response)
         return snapshot
+
+    def update_leaders(self, leaders: Mapping[TopicPartition, tuple[int, int]],
+                       nodes: Iterable[Node] = ()) -> frozenset[TopicPartition]:
+        """Apply KIP-951 leader hints (a Produce response's current leaders and node endpoints)
+        without waiting for a Metadata round trip; the partitions that moved
+        (:meth:`ClusterSnapshot.with_leaders`). Not an update: the version and refresh timing stay."""
+        with self._cond:
+            if self._closed:
+                return frozenset()
+            snapshot, moved = self._snapshot.with_leaders(leaders, nodes)
+            self._snapshot = snapshot
+            if moved:
+                self._cond.notify_all()
+        return moved
 
     def failed_update(self, now_ms: int) -> None:
         """An attempt failed (no node, a disconnect, an empty answer): back off before the next."""

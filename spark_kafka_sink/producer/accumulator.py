@@ -617,14 +617,15 @@ class RecordAccumulator:
         """When the oldest queued batch expires, as of the last ``expired_batches`` call."""
         return self._next_batch_expiry_ms
 
-    def reenqueue(self, batch: ProducerBatch, now_ms: int) -> None:
+    def reenqueue(self, batch: ProducerBatch, now_ms: int, *, backoff: bool = True) -> None:
         """Put a batch to retry back at the front of its deque, backing off exponentially from
         ``now_ms``: in sequence order with idempotence, else in creation order among the other
         retries (requests failed by one disconnect come back oldest first; each at the very
         front would reverse them, and expiry, which stops at the first unexpired batch of a
         deque, would then miss an expired batch behind a younger one). The delivery timeout is
-        the sender's to check before calling this."""
-        batch.reenqueued(now_ms, self.retry_backoff.backoff(batch.attempts))
+        the sender's to check before calling this. ``backoff`` False: retry at once (the
+        partition's new leader is known, KIP-951)."""
+        batch.reenqueued(now_ms, self.retry_backoff.backoff(batch.attempts) if backoff else 0)
         queue = self._queue_for(batch.topic_partition)
         with queue.lock:
             if self._txn is not None:

@@ -9,6 +9,8 @@
   the broker did not answer becomes UNKNOWN_SERVER_ERROR.
 - :func:`batch_error` builds the exception a batch fails with, carrying the broker's error
   message and per-record errors.
+- :func:`leader_hints` reads KIP-951's current leaders and node endpoints (Produce v10+), which the
+  sender applies to the metadata at once (``Metadata.update_leaders``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from .. import errors
 from ..error_codes import ErrorCode
 from ..client.requests import ClientResponse
 from ..record.layout import HEADER_SIZE
-from ..structs import TopicPartition
+from ..structs import Node, TopicPartition
 from .producer_batch import ProducerBatch
 
 
@@ -98,6 +100,28 @@ def partition_results(response: ClientResponse,
             result = missing
         results[tp] = result
     return results
+
+
+_LEADER_HINT_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
+
+
+def leader_hints(response: ClientResponse) -> tuple[dict[TopicPartition, tuple[int, int]], list[Node]]:
+    """KIP-951 (Produce v10+): the partitions the broker says moved, ``tp -> (leader id,
+    leader epoch)`` from the ``current_leader`` of those answered NOT_LEADER_OR_FOLLOWER or
+    FENCED_LEADER_EPOCH, and the ``node_endpoints`` that say where those leaders are."""
+    body = response.body
+    if body is None or response.disconnected or response.error is not None:
+        return {}, []
+    hints: dict[TopicPartition, tuple[int, int]] = {}
+    for topic in body.responses:
+        for part in topic.partition_responses:
+            leader = getattr(part, "current_leader", None)
+            if part.error_code in _LEADER_HINT_ERRORS and leader is not None and leader.leader_id >= 0:
+                hints[TopicPartition(topic.name, part.index)] = (leader.leader_id, leader.leader_epoch)
+    if not hints:
+        return {}, []
+    nodes = [Node(e.node_id, e.host, e.port, e.rack) for e in (getattr(body, "node_endpoints", None) or ())]
+    return hints, nodes
 
 
 def _answered(body: Any) -> dict[tuple[str, int], PartitionResult]:

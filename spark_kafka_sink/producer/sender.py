@@ -60,7 +60,8 @@ from ..protocol.apis import PRODUCE
 from ..structs import TopicPartition
 from .accumulator import NO_DELAY_LIMIT_MS, ReadyCheckResult, RecordAccumulator
 from .metrics import GuardedMetrics, SenderMetrics
-from .produce_handler import PartitionResult, batch_error, partition_results, produce_request_body
+from .produce_handler import (PartitionResult, batch_error, leader_hints, partition_results,
+                               produce_request_body)
 from .producer_batch import ProducerBatch
 from .transaction_manager import TransactionManager
 from .txn_requests import InitProducerIdHandler, TxnRequestSender
@@ -86,6 +87,7 @@ class SenderSettings:
     retry_backoff_ms: int
     retry_backoff_max_ms: int
     transaction_timeout_ms: int = 60_000
+    use_leader_hints: bool = True  # KIP-951; off only to measure what the hints save
 
     @classmethod
     def from_config(cls, config: Any) -> "SenderSettings":
@@ -399,10 +401,18 @@ class Sender:
         if not response.disconnected and response.latency_ms is not None:
             self._metrics.on_response(response.node_id, response.latency_ms)
         results = partition_results(response, batches)
+        moved: frozenset[TopicPartition] = frozenset()
+        if self._settings.use_leader_hints:
+            hints, nodes = leader_hints(response)
+            if hints:   # KIP-951: the new leaders now, not after a Metadata round trip
+                moved = self._metadata.update_leaders(hints, nodes)
+                if moved:
+                    log.info("moved %s to their new leaders from the Produce response (KIP-951)",
+                             sorted(f"{tp.topic}-{tp.partition}" for tp in moved))
         for tp, batch in batches.items():
             batch.in_flight = False
             try:
-                self._complete_batch(batch, results[tp], now_ms)
+                self._complete_batch(batch, results[tp], now_ms, leader_moved=tp in moved)
             except Exception as exc:             # a bug here must not strand the other batches
                 log.exception("error while completing the batch for %s", tp)
                 if self._txn is not None:
@@ -413,8 +423,11 @@ class Sender:
                 if self._guarantee_order:        # its request is over, however it ended
                     self._accumulator.unmute(tp)
 
-    def _complete_batch(self, batch: ProducerBatch, result: PartitionResult, now_ms: int) -> None:
-        """Java's ``Sender.completeBatch`` for one partition's result."""
+    def _complete_batch(self, batch: ProducerBatch, result: PartitionResult, now_ms: int, *,
+                        leader_moved: bool = False) -> None:
+        """Java's ``Sender.completeBatch`` for one partition's result. ``leader_moved``: the
+        response named the partition's new leader (KIP-951): a retry goes there without backing
+        off, and no Metadata refresh is needed for it."""
         code = result.error_code
         if code == ErrorCode.NONE:
             self._succeed_batch(batch, result)
@@ -426,13 +439,13 @@ class Sender:
         elif self._can_retry(batch, result, now_ms):
             log.warning("got error %s for %s (attempt %d); retrying", result.error_class.__name__
                         if result.error_class else code, batch.topic_partition, batch.attempts + 1)
-            self._reenqueue_batch(batch, now_ms)
+            self._reenqueue_batch(batch, now_ms, backoff=not leader_moved)
         elif code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
             self._succeed_batch(batch, result)   # the broker already has it
         else:
             self._fail_batch(batch, batch_error(batch, result),
                              adjust_sequence_numbers=batch.attempts < self._settings.retries)
-        if code != ErrorCode.NONE and result.invalid_metadata:
+        if code != ErrorCode.NONE and result.invalid_metadata and not leader_moved:
             log.warning("%s for %s: requesting a metadata update", result.error_class.name,
                         batch.topic_partition)
             self._metadata.request_update(now_ms)
@@ -524,8 +537,8 @@ class Sender:
         if batch.fail(exc):
             self._remove_and_deallocate(batch)
 
-    def _reenqueue_batch(self, batch: ProducerBatch, now_ms: int) -> None:
-        self._accumulator.reenqueue(batch, now_ms)
+    def _reenqueue_batch(self, batch: ProducerBatch, now_ms: int, *, backoff: bool = True) -> None:
+        self._accumulator.reenqueue(batch, now_ms, backoff=backoff)
         self._remove_in_flight(batch)
         self._metrics.on_retry(batch.topic_partition.topic, batch.record_count)
 

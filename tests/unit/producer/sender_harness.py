@@ -86,7 +86,8 @@ class Harness:
                  delivery_timeout_ms: int = 120_000, request_timeout_ms: int = 30_000,
                  max_request_size: int = 1 << 20, retry_backoff_ms: int = 100,
                  metrics: Any = None, brokers=BROKERS, transactional_id: str | None = None,
-                 transaction_version: int = 1, transaction_timeout_ms: int = 60_000):
+                 transaction_version: int = 1, transaction_timeout_ms: int = 60_000,
+                 use_leader_hints: bool = True):
         self.clock = FakeClock()
         self.sel = FakeSelector()
         self.topics = dict({"t": 2} if topics is None else topics)
@@ -130,7 +131,7 @@ class Harness:
             acks=acks, retries=retries, max_request_size=max_request_size,
             request_timeout_ms=request_timeout_ms, delivery_timeout_ms=delivery_timeout_ms,
             max_in_flight_requests_per_connection=max_in_flight, retry_backoff_ms=retry_backoff_ms,
-            retry_backoff_max_ms=1000)
+            retry_backoff_max_ms=1000, use_leader_hints=use_leader_hints)
         self.sender = Sender(client=self.client, metadata=self.metadata, accumulator=self.accumulator,
                              clock=self.clock, settings=self.settings, transaction_manager=self.transaction_manager,
                              metrics=metrics)

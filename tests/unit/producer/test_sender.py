@@ -399,11 +399,11 @@ def test_an_error_while_handling_a_response_still_unmutes_the_partition(monkeypa
     real_complete = h.sender._complete_batch
     calls = []
 
-    def complete_that_fails_once(batch, result, now_ms):
+    def complete_that_fails_once(batch, result, now_ms, **kw):
         calls.append(batch)
         if len(calls) == 1:
             raise RuntimeError("a bug while completing the batch")
-        return real_complete(batch, result, now_ms)
+        return real_complete(batch, result, now_ms, **kw)
 
     monkeypatch.setattr(h.sender, "_complete_batch", complete_that_fails_once)
     h.run_until(first.done)
@@ -789,3 +789,44 @@ def test_a_metrics_bug_does_not_strand_batches():
     futures = [h.append(tp) for tp in (T0, T1)]             # two nodes, two requests
     h.run_until(lambda: all(f.done() for f in futures))
     assert [f.result().offset for f in futures] == [0, 0]
+
+
+# --- KIP-951: the new leader from the Produce response ----------------------------------------------
+
+def test_a_leader_hint_moves_the_partition_and_retries_there_at_once_without_metadata():
+    h = Harness()
+    h.bootstrap()
+    assert h.metadata.snapshot.leader_for(T0).node_id == 1
+    h.leaders[("t", 0)] = 2                              # the cluster moved it (epoch 0 -> 1)
+    h.script(T0, {"error_code": NOT_LEADER, "current_leader": {"leader_id": 2, "leader_epoch": 1}})
+    future = h.append(T0)
+    metadata_before = len(h.requests(METADATA))
+    h.run_until(future.done, max_steps=10)               # no clock move: no backoff was waited
+    assert future.result(0).offset == 0
+    assert [len(h.produce_batches(node)) for node in (1, 2)] == [1, 1]   # then straight to node 2
+    assert len(h.requests(METADATA)) == metadata_before and not h.metadata.update_requested
+    assert h.metadata.snapshot.partition(T0).leader_epoch == 1
+
+
+def test_a_stale_or_unknown_leader_hint_is_ignored_and_the_old_path_taken():
+    h = Harness()
+    h.bootstrap()
+    h.script(T0, {"error_code": NOT_LEADER, "current_leader": {"leader_id": 2, "leader_epoch": 0}},
+             {"error_code": NOT_LEADER, "current_leader": {"leader_id": 9, "leader_epoch": 7}})
+    future = h.append(T0)
+    h.run_until(lambda: len(h.produce_batches()) == 1)
+    h.step()
+    assert h.metadata.snapshot.leader_for(T0).node_id == 1       # epoch 0 is not newer
+    assert h.metadata.update_requested or len(h.requests(METADATA)) > 1
+    h.run_until(future.done, advance_ms=50, max_steps=100)       # node 9 is nobody: refresh, backoff
+    assert future.result(0).offset == 0 and h.metadata.snapshot.leader_for(T0).node_id == 1
+
+
+def test_leader_hints_can_be_switched_off_to_measure_them():
+    h = Harness(use_leader_hints=False)
+    h.bootstrap()
+    h.script(T0, {"error_code": NOT_LEADER, "current_leader": {"leader_id": 2, "leader_epoch": 1}})
+    h.append(T0)
+    h.run_until(lambda: len(h.produce_batches()) == 1)
+    h.step()
+    assert h.metadata.snapshot.leader_for(T0).node_id == 1 and h.metadata.update_requested
