@@ -18,7 +18,9 @@ principal it names and the SASL extensions to send with it, such as Confluent Cl
 
 :class:`TokenCache` holds one producer's current token and fetches a new one when none is held or
 when about 80% of the held one's lifetime has passed (jittered by ±5% of it, so a fleet of
-executors does not refresh in step). A failed fetch keeps the held token while it is still valid
+executors does not refresh in step); that refresh runs on a thread of its own, so a login on the
+network thread meanwhile gets the held token at once, unless 90% of its lifetime has passed (a
+login with it would get a session of moments): then the login waits for the new one. A failed fetch keeps the held token while it is still valid
 and tries again after a backoff that doubles up to a minute; with no valid token left the
 fetch's error is raised as an :class:`~spark_kafka_sink.errors.AuthenticationError` naming the
 source (its endpoint or function), never a token or a secret. A token's value and the
@@ -30,6 +32,7 @@ from __future__ import annotations
 import base64
 import importlib
 import json
+import logging
 import random
 import re
 import threading
@@ -39,6 +42,8 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import AuthenticationError, ConfigError
 from .oauth_token import OAuthToken, check_extensions
 
+log = logging.getLogger(__name__)
+
 __all__ = ["OAuthToken", "TokenSource", "CallbackTokenSource", "UnsecuredJwtSource", "TokenCache",
            "parse_extensions", "check_extensions", "import_provider", "token_source_from",
            "REFRESH_FRACTION"]
@@ -47,6 +52,8 @@ REFRESH_FRACTION = 0.8
 """Fetch a new token once this share of the held token's lifetime has passed."""
 REFRESH_JITTER = 0.05
 """± this share of the lifetime, at random, on each refresh time."""
+LATE_FRACTION = 0.9
+"""Past this share of the lifetime with no new token, the next login waits for one."""
 RETRY_BACKOFF_MS = 1_000
 RETRY_BACKOFF_MAX_MS = 60_000
 
@@ -282,18 +289,27 @@ def _with_extensions(source: TokenSource, extensions: Mapping[str, str]) -> Toke
 
 
 class TokenCache:
-    """One producer's current token; see the module docstring. Thread safe."""
+    """One producer's current token; see the module docstring. Thread safe.
+
+    The first token (and any token once the held one expired) is fetched by the caller of
+    :meth:`token`: nothing can log in without it. A refresh of a still-valid token runs on its
+    own thread (``spawn``), so the network thread that asks for the token during a login never
+    waits on an identity provider: it gets the held token at once."""
 
     def __init__(self, source: TokenSource, *, clock: Clock = SYSTEM_CLOCK,
-                 rng: random.Random | None = None):
+                 rng: random.Random | None = None,
+                 spawn: Callable[[Callable[[], None]], None] | None = None):
         self._source = source
         self._clock = clock
         self._rng = rng or random.Random()
+        self._spawn = spawn or _daemon_thread
         self._lock = threading.Lock()
         self._token: OAuthToken | None = None
         self._refresh_at_ms = 0
+        self._late_at_ms = 0
         self._failures = 0
         self._retry_at_ms = 0
+        self._refreshing = False
         self.fetches = 0  # successful fetches (the tests check a token source is asked again)
 
     @property
@@ -304,34 +320,66 @@ class TokenCache:
         return self._source.describe()
 
     def token(self) -> OAuthToken:
-        """A valid token: the held one, or a new one when it is due for refresh (or gone)."""
+        """A valid token: the held one (refreshed in the background once due), else a new one."""
         with self._lock:
             now = self._clock.now_ms()
             held = self._token
             valid = held is not None and now < held.expires_at_ms
-            if valid and (now < self._refresh_at_ms or now < self._retry_at_ms):
-                return held
-            try:
-                token = self._source.fetch(now)
-            except AuthenticationError as exc:
-                self._failures += 1
-                self._retry_at_ms = now + min(RETRY_BACKOFF_MS * 2 ** (self._failures - 1),
-                                              RETRY_BACKOFF_MAX_MS)
-                if valid:
-                    return held
-                raise AuthenticationError(f"no OAuth token: {exc}") from None
-            if token.expires_at_ms <= now:
-                raise AuthenticationError(f"{self._source.describe()} returned a token that "
-                                          f"expired {(now - token.expires_at_ms) / 1000:.0f} s ago")
-            self._token, self._failures, self._retry_at_ms = token, 0, 0
-            life = token.expires_at_ms - now
-            jitter = self._rng.uniform(-REFRESH_JITTER, REFRESH_JITTER)
-            self._refresh_at_ms = now + int(life * (REFRESH_FRACTION + jitter))
-            self.fetches += 1
-            return token
+            if not valid or (now >= self._late_at_ms and now >= self._retry_at_ms):
+                # none, or the refresh is late: a login now would get a session of moments
+                try:
+                    return self._store(self._source.fetch(now), now)
+                except AuthenticationError as exc:
+                    self._failed(now)
+                    if valid:
+                        return held
+                    raise AuthenticationError(f"no OAuth token: {exc}") from None
+            due = now >= self._refresh_at_ms and now >= self._retry_at_ms and not self._refreshing
+            if due:
+                self._refreshing = True
+        if due:
+            self._spawn(self._refresh)   # outside the lock: the refresh takes it to store
+        return held
+
+    def _refresh(self) -> None:
+        """The background refresh, outside the lock (a login meanwhile gets the held token): a
+        new token, or the failure counted for the next try."""
+        now = self._clock.now_ms()
+        try:
+            token = self._source.fetch(now)
+            with self._lock:
+                self._store(token, now)
+        except AuthenticationError as exc:
+            with self._lock:
+                self._failed(now)
+            log.warning("refreshing the OAuth token failed (the held one is still valid): %s", exc)
+        finally:
+            with self._lock:
+                self._refreshing = False
+
+    def _store(self, token: OAuthToken, now: int) -> OAuthToken:
+        """Hold ``token`` and plan its refresh (under the lock)."""
+        if token.expires_at_ms <= now:
+            raise AuthenticationError(f"{self._source.describe()} returned a token that "
+                                      f"expired {(now - token.expires_at_ms) / 1000:.0f} s ago")
+        self._token, self._failures, self._retry_at_ms = token, 0, 0
+        life = token.expires_at_ms - now
+        jitter = self._rng.uniform(-REFRESH_JITTER, REFRESH_JITTER)
+        self._refresh_at_ms = now + int(life * (REFRESH_FRACTION + jitter))
+        self._late_at_ms = now + int(life * LATE_FRACTION)
+        self.fetches += 1
+        return token
+
+    def _failed(self, now: int) -> None:
+        self._failures += 1
+        self._retry_at_ms = now + min(RETRY_BACKOFF_MS * 2 ** (self._failures - 1), RETRY_BACKOFF_MAX_MS)
 
     def __repr__(self) -> str:
         return f"TokenCache({self._source.describe()})"
+
+
+def _daemon_thread(work: Callable[[], None]) -> None:
+    threading.Thread(target=work, name="oauth-token-refresh", daemon=True).start()
 
 
 def _b64url(text: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import time
 
 import pytest
 
@@ -171,14 +172,20 @@ class Middle(random.Random):
         return (a + b) / 2
 
 
-def test_the_cache_refreshes_at_80_percent_of_the_lifetime():
+def now_spawn(work):
+    """Runs the background refresh at once, in the caller's thread (deterministic tests)."""
+    work()
+
+
+def test_the_cache_refreshes_at_80_percent_of_the_lifetime_in_the_background():
     clock = FakeClock()
     source = Counting(clock)
-    cache = TokenCache(source, clock=clock, rng=Middle())
+    cache = TokenCache(source, clock=clock, rng=Middle(), spawn=now_spawn)
     assert cache.token().value == "t1"
     clock.advance(79_999)
     assert cache.token().value == "t1" and source.calls == 1
     clock.advance(1)
+    assert cache.token().value == "t1"        # the held token now; the refresh ran beside it
     assert cache.token().value == "t2" and cache.fetches == 2
 
 
@@ -192,14 +199,15 @@ def test_the_refresh_time_is_jittered_within_5_percent():
     assert min(times) >= 75_000 and max(times) <= 85_000 and len(times) > 20
 
 
-def test_a_failed_refresh_keeps_the_valid_token_and_backs_off_then_fails_once_it_expired():
+def test_a_failed_refresh_keeps_the_valid_token_and_backs_off_then_fails_once_it_expired(caplog):
     clock = FakeClock()
     source = Counting(clock)
-    cache = TokenCache(source, clock=clock, rng=Middle())
+    cache = TokenCache(source, clock=clock, rng=Middle(), spawn=now_spawn)
     cache.token()
     source.fail = True
     clock.advance(80_000)
-    assert cache.token().value == "t1" and source.calls == 2       # failed, kept the valid one
+    assert cache.token().value == "t1" and source.calls == 2       # refresh failed, kept the valid one
+    assert "refreshing the OAuth token failed" in caplog.text
     clock.advance(500)
     assert cache.token().value == "t1" and source.calls == 2       # backing off (1 s)
     clock.advance(500)
@@ -209,6 +217,32 @@ def test_a_failed_refresh_keeps_the_valid_token_and_backs_off_then_fails_once_it
         cache.token()
     source.fail = False
     assert cache.token().value == "t5"
+
+
+def test_a_slow_refresh_never_holds_up_a_login():
+    import threading
+
+    clock = FakeClock()
+    release = threading.Event()
+
+    class Slow(Counting):
+        def fetch(self, now_ms):
+            if self.calls:                   # the refresh, not the first token
+                release.wait(10)
+            return super().fetch(now_ms)
+    source = Slow(clock)
+    cache = TokenCache(source, clock=clock, rng=Middle())       # a real background thread
+    cache.token()
+    clock.advance(80_000)
+    started = time.monotonic()
+    for _ in range(5):
+        assert cache.token().value == "t1"    # at once, while the refresh waits on its "IdP"
+    assert time.monotonic() - started < 1.0
+    release.set()
+    deadline = time.monotonic() + 10
+    while cache.token().value != "t2" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert cache.token().value == "t2" and source.calls == 2     # one refresh, not one per login
 
 
 def test_an_already_expired_token_is_refused():
@@ -318,3 +352,14 @@ def test_an_unreachable_endpoint_and_a_failing_one_are_retried_by_the_cache():
         assert jwt_claims(cache.token().value)["sub"] == "sink" and idp.issued == 1
     with pytest.raises(AuthenticationError, match="cannot be reached"):
         OidcTokenSource(url, "sink", SECRET, timeout_s=2).fetch(0)
+
+
+def test_a_late_refresh_makes_the_next_login_wait_for_a_new_token():
+    clock = FakeClock()
+    source = Counting(clock)
+    cache = TokenCache(source, clock=clock, rng=Middle(), spawn=lambda work: None)   # refresh stuck
+    cache.token()
+    clock.advance(85_000)
+    assert cache.token().value == "t1" and source.calls == 1     # refresh due, running elsewhere
+    clock.advance(5_000)                                          # 90%: a session would be moments
+    assert cache.token().value == "t2" and source.calls == 2
