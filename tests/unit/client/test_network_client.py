@@ -647,13 +647,15 @@ def test_the_throttle_time_of_every_response_is_observed_zero_included():
 
 # --- rebootstrap (KIP-899, KIP-1102) ----------------------------------------------------------------
 
-def poll_ticking(h, check, polls: int = 60, tick_ms: int = 100) -> None:
+def poll_ticking(h, check, polls: int = 60, tick_ms: int = 100, *, expect: bool = True) -> None:
+    """Poll, moving the clock ``tick_ms`` each time, until ``check()`` (at most ``polls``
+    times; ``expect`` False: just poll them all)."""
     for _ in range(polls):
         if check():
             return
         h.poll()
         h.clock.advance(tick_ms)
-    assert check(), f"not reached in {polls} polls"
+    assert check() or not expect, f"not reached in {polls} polls"
 
 
 def forget_b1(h) -> None:
@@ -699,9 +701,7 @@ def test_rebootstrap_is_off_with_strategy_none():
     h.bootstrap()
     forget_b1(h)
     replace_cluster(h, NEW_CLUSTER)
-    for _ in range(60):
-        h.poll()
-        h.clock.advance(100)
+    poll_ticking(h, lambda: False, polls=60, expect=False)
     assert h.metadata.rebootstraps == 0 and sorted(h.metadata.snapshot.nodes) == [2, 3]
 
 
@@ -715,11 +715,7 @@ def test_a_rebootstrap_required_answer_starts_again_from_bootstrap():
     for broker in h.brokers.values():
         broker.metadata = metadata
     h.metadata.request_update(h.now)
-    for _ in range(20):
-        h.poll()
-        h.clock.advance(50)
-        if h.metadata.rebootstraps:
-            break
+    poll_ticking(h, lambda: h.metadata.rebootstraps, polls=20, tick_ms=50)
     assert h.metadata.rebootstraps == 1
 
 
@@ -729,9 +725,5 @@ def test_updates_failing_for_the_trigger_time_start_again_from_bootstrap():
     for broker in h.brokers.values():   # every answer says "no brokers": each update fails
         broker.metadata = lambda req: {**metadata_body(BROKERS, h.topics), "brokers": []}
     h.metadata.request_update(h.now)
-    for _ in range(100):
-        h.poll()
-        h.clock.advance(100)
-        if h.metadata.rebootstraps:
-            break
+    poll_ticking(h, lambda: h.metadata.rebootstraps, polls=100)
     assert h.metadata.rebootstraps == 1 and h.metadata.failing_for_ms(h.now) < 2_000

@@ -56,6 +56,19 @@ def connect(sel: Selector, server, node_id: int = 1, **buffers) -> socket.socket
     return peer
 
 
+def start_reading(peer: socket.socket, size: int, into: bytearray) -> threading.Thread:
+    """A thread reading ``size`` bytes (or to end of stream) from ``peer`` into ``into``."""
+    def read_all():
+        while len(into) < size:
+            chunk = peer.recv(1 << 16)
+            if not chunk:
+                return
+            into.extend(chunk)
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    return reader
+
+
 def test_connect_send_and_receive(selector, server):
     peer = connect(selector, server)
     assert selector.is_connected(1)
@@ -88,15 +101,7 @@ def test_partial_writes_go_through_memoryviews_until_complete(selector, server):
     assert isinstance(pending, memoryview) and pending.obj is payload   # a view, not a copy
     assert 0 < len(pending) < len(payload)
     got = bytearray()
-
-    def read_all():
-        while len(got) < len(payload):
-            chunk = peer.recv(1 << 16)
-            if not chunk:
-                return
-            got.extend(chunk)
-    reader = threading.Thread(target=read_all, daemon=True)
-    reader.start()
+    reader = start_reading(peer, len(payload), got)
     poll_until(selector, lambda r: r.completed_sends == (1,), timeout_s=20)
     reader.join(10)
     assert bytes(got) == payload
@@ -123,15 +128,7 @@ def test_a_request_in_parts_is_written_in_order_uncopied_and_completes_once(sele
     assert any(view.obj is batch for view in selector._channels[1].out)   # not copied
     expected = b"".join(parts) + b"next"
     got = bytearray()
-
-    def read_all():
-        while len(got) < len(expected):
-            chunk = peer.recv(1 << 16)
-            if not chunk:
-                return
-            got.extend(chunk)
-    reader = threading.Thread(target=read_all, daemon=True)
-    reader.start()
+    reader = start_reading(peer, len(expected), got)
     results = poll_until(selector, lambda r: not selector._channels[1].out, timeout_s=20)
     reader.join(10)
     assert bytes(got) == expected
