@@ -118,12 +118,11 @@ class ConnectionStates:
             return max(entry.reconnect_backoff_ms - (now_ms - entry.last_attempt_ms), 0)
         return FOREVER_MS
 
-    def unreachable(self, node_id: int, now_ms: int) -> bool:
-        """DISCONNECTED, and its last connection attempt failed or it is in its reconnect
-        backoff: tried, and not reachable now."""
+    def unreachable(self, node_id: int) -> bool:
+        """DISCONNECTED because its last connection attempt failed (connect refused or timed
+        out), not merely closed: tried, and not reachable."""
         entry = self._nodes.get(node_id)
-        return (entry is not None and entry.state is _S.DISCONNECTED
-                and (entry.failed_connects > 0 or now_ms - entry.last_attempt_ms < entry.reconnect_backoff_ms))
+        return entry is not None and entry.state is _S.DISCONNECTED and entry.failed_connects > 0
 
     def poll_delay(self, node_id: int, now_ms: int) -> int:
         """Ms to wait before ``node_id`` could take a request: the throttle left when connected

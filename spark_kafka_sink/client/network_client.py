@@ -117,6 +117,7 @@ class NetworkClient:
         self._auth_observer = auth_observer
         self._reauth_at_ms: dict[int, int] = {}   # node -> when its SASL session needs a new login
         self._reauthenticating: set[int] = set()
+        self._token_cache = settings.sasl.token_cache if settings.sasl is not None else None
         self._metadata = metadata
         self._clock = clock
         self._settings = settings
@@ -244,6 +245,8 @@ class NetworkClient:
     def poll(self, timeout_ms: int, now_ms: int) -> list[ClientResponse]:
         """Do the I/O (waiting up to ``timeout_ms``) and return the requests that completed."""
         self._ensure_open()
+        if self._token_cache is not None:
+            self._token_cache.maybe_refresh()   # on schedule, on its own thread, not at a login
         early: list[ClientResponse] = []
         self._maybe_reauthenticate(early, now_ms)
         metadata_timeout = self.maybe_update_metadata(now_ms)
@@ -407,16 +410,19 @@ class NetworkClient:
     # --- internals ------------------------------------------------------------------------------
 
     def _none_reachable(self, now_ms: int) -> bool:
-        """Every node the cluster named is disconnected and was tried: its last connection
-        attempt failed, or it is in its reconnect backoff (Java's "no node available or
-        connection ready", robust to backoffs that expire between two attempts)."""
+        """Every node the cluster named was tried and its last connection attempt failed (a
+        connection merely closed, by an idle timeout or a blip, does not count)."""
         nodes = self._metadata.snapshot.nodes
-        return bool(nodes) and all(node_id >= 0 and self._states.unreachable(node_id, now_ms)
-                                   for node_id in nodes)
+        return bool(nodes) and all(node_id >= 0 and self._states.unreachable(node_id) for node_id in nodes)
 
     def _can_send_request(self, node_id: int, now_ms: int) -> bool:
+        """READY and not throttled, under the in-flight cap, and not (about to be) logging in
+        again: once a session's new login is due, nothing new goes to that node, so its pipeline
+        drains and the login can start even under full load."""
         return (self._states.is_ready(node_id, now_ms) and node_id in self._connections
-                and node_id not in self._reauthenticating and self._in_flight.can_send_more(node_id))
+                and node_id not in self._reauthenticating
+                and self._reauth_at_ms.get(node_id, FOREVER_MS) > now_ms
+                and self._in_flight.can_send_more(node_id))
 
     def _initiate_connect(self, node: Node, now_ms: int) -> None:
         log.debug("connecting to node %d at %s", node.node_id, node.address)
@@ -561,6 +567,11 @@ class NetworkClient:
         except AuthenticationError as exc:
             self._authentication_failed(node_id, exc, responses, now_ms)
             return
+        except Exception as exc:  # noqa: BLE001 - e.g. a token source's own bug: fail this login only
+            self._authentication_failed(node_id, AuthenticationError(
+                f"SASL {self._settings.sasl.mechanism} login with {self._address(node_id)} failed: "
+                f"{type(exc).__name__}"), responses, now_ms)
+            return
         if step is not None:
             self._send_sasl_step(node_id, step, responses, now_ms)
             return
@@ -630,8 +641,9 @@ class NetworkClient:
 
     def _poll_timeout(self, timeout_ms: int, metadata_timeout_ms: int, now_ms: int) -> int:
         """The wait bounded by the metadata timing and the nearest request or setup deadline."""
+        # a login already due waits for its pipeline to drain: the completions wake the poll
         deadlines = (self._in_flight.next_deadline_ms(), self._states.next_setup_deadline_ms(),
-                     min(self._reauth_at_ms.values(), default=None))
+                     min((d for d in self._reauth_at_ms.values() if d > now_ms), default=None))
         bound = min([timeout_ms, metadata_timeout_ms, self._settings.request_timeout_ms]
                     + [max(d - now_ms, 0) + 1 for d in deadlines if d is not None])
         return max(bound, 0)

@@ -133,7 +133,7 @@ class CallbackTokenSource:
                                       f"epoch seconds: {type(expiry).__name__}")
         try:
             return OAuthToken(value, int(expiry * 1000), principal, extensions or {})
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise AuthenticationError(f"{self._label} returned an unusable token: {exc}") from None
 
     def __repr__(self) -> str:
@@ -293,8 +293,11 @@ class TokenCache:
 
     The first token (and any token once the held one expired) is fetched by the caller of
     :meth:`token`: nothing can log in without it. A refresh of a still-valid token runs on its
-    own thread (``spawn``), so the network thread that asks for the token during a login never
-    waits on an identity provider: it gets the held token at once."""
+    own thread (``spawn``), started on schedule by :meth:`maybe_refresh` (the network client
+    calls it every poll) or by a login that finds it due, so the network thread never waits on
+    an identity provider for it; only a login past 90% of the held token's lifetime (the refresh
+    late or failing) waits, for the running refresh or for a fetch of its own. Whatever a token
+    source raises becomes an :class:`AuthenticationError` naming the source."""
 
     def __init__(self, source: TokenSource, *, clock: Clock = SYSTEM_CLOCK,
                  rng: random.Random | None = None,
@@ -303,7 +306,7 @@ class TokenCache:
         self._clock = clock
         self._rng = rng or random.Random()
         self._spawn = spawn or _daemon_thread
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
         self._token: OAuthToken | None = None
         self._refresh_at_ms = 0
         self._late_at_ms = 0
@@ -321,41 +324,80 @@ class TokenCache:
 
     def token(self) -> OAuthToken:
         """A valid token: the held one (refreshed in the background once due), else a new one."""
-        with self._lock:
+        with self._cond:
             now = self._clock.now_ms()
             held = self._token
             valid = held is not None and now < held.expires_at_ms
+            if valid and now >= self._late_at_ms and self._refreshing:
+                # the refresh is late: wait for it (not past the held token's end), not a second fetch
+                self._cond.wait_for(lambda: not self._refreshing,
+                                    timeout=max(held.expires_at_ms - now, 0) / 1000)
+                now = self._clock.now_ms()
+                held = self._token
+                valid = held is not None and now < held.expires_at_ms
             if not valid or (now >= self._late_at_ms and now >= self._retry_at_ms):
                 # none, or the refresh is late: a login now would get a session of moments
                 try:
-                    return self._store(self._source.fetch(now), now)
+                    return self._store(self._fetch(now), now)
                 except AuthenticationError as exc:
                     self._failed(now)
                     if valid:
                         return held
                     raise AuthenticationError(f"no OAuth token: {exc}") from None
-            due = now >= self._refresh_at_ms and now >= self._retry_at_ms and not self._refreshing
-            if due:
-                self._refreshing = True
+            due = self._due(now)
         if due:
-            self._spawn(self._refresh)   # outside the lock: the refresh takes it to store
+            self._start_refresh()
         return held
+
+    def maybe_refresh(self) -> None:
+        """Start the background refresh when it is due (cheap when it is not)."""
+        with self._cond:
+            held = self._token
+            due = held is not None and self._due(self._clock.now_ms())
+        if due:
+            self._start_refresh()
+
+    def _due(self, now: int) -> bool:
+        """Under the lock: a refresh should start now (and is then marked running)."""
+        if now < self._refresh_at_ms or now < self._retry_at_ms or self._refreshing:
+            return False
+        self._refreshing = True
+        return True
+
+    def _start_refresh(self) -> None:
+        try:
+            self._spawn(self._refresh)      # outside the lock: the refresh takes it to store
+        except Exception:                   # noqa: BLE001 - no thread: a login will fetch instead
+            with self._cond:
+                self._refreshing = False
+                self._cond.notify_all()
+            raise
 
     def _refresh(self) -> None:
         """The background refresh, outside the lock (a login meanwhile gets the held token): a
         new token, or the failure counted for the next try."""
         now = self._clock.now_ms()
         try:
-            token = self._source.fetch(now)
-            with self._lock:
+            token = self._fetch(now)
+            with self._cond:
                 self._store(token, now)
         except AuthenticationError as exc:
-            with self._lock:
+            with self._cond:
                 self._failed(now)
             log.warning("refreshing the OAuth token failed (the held one is still valid): %s", exc)
         finally:
-            with self._lock:
+            with self._cond:
                 self._refreshing = False
+                self._cond.notify_all()
+
+    def _fetch(self, now: int) -> OAuthToken:
+        """The source's token; anything it raises as an AuthenticationError naming it."""
+        try:
+            return self._source.fetch(now)
+        except AuthenticationError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a source's bug must not escape as something else
+            raise AuthenticationError(f"{self._source.describe()} failed: {type(exc).__name__}") from None
 
     def _store(self, token: OAuthToken, now: int) -> OAuthToken:
         """Hold ``token`` and plan its refresh (under the lock)."""
@@ -398,5 +440,14 @@ def _space_separated(text: str) -> dict[str, str]:
 
 
 def _redact(message: str, secret: str | None) -> str:
-    """``message`` without ``secret`` in it (a callback may echo its config string)."""
-    return message.replace(secret, "[hidden]") if secret else message
+    """``message`` without ``secret`` in it, nor any of its words or ``key=value`` values of
+    four characters or more (a callback may echo its config string, or one setting of it)."""
+    if not secret:
+        return message
+    pieces = {secret}
+    for word in re.split(r"[\s,;]+", secret):
+        pieces.add(word)
+        pieces.add(word.partition("=")[2])
+    for piece in sorted((p for p in pieces if len(p) >= 4), key=len, reverse=True):
+        message = message.replace(piece, "[hidden]")
+    return message

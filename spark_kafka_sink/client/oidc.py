@@ -20,6 +20,7 @@ or the OAuth ``error`` code, never the client secret or a token.
 from __future__ import annotations
 
 import base64
+import http.client
 import ipaddress
 import json
 import ssl
@@ -67,7 +68,7 @@ class OidcTokenSource:
                    ca_location=getattr(config, "ssl_ca_location", None))
 
     def describe(self) -> str:
-        return f"OIDC client {self._client_id!r} at {self._url}"
+        return f"OIDC client {self._client_id!r} at {_shown(self._url)}"
 
     def fetch(self, now_ms: int) -> OAuthToken:
         answer = self._post()
@@ -76,10 +77,13 @@ class OidcTokenSource:
             raise AuthenticationError(f"{self.describe()}: the answer has no access_token")
         claims = jwt_claims(value)
         expires_ms = None
-        if isinstance(claims.get("exp"), (int, float)) and not isinstance(claims.get("exp"), bool):
-            expires_ms = int(claims["exp"] * 1000)
-        elif isinstance(answer.get("expires_in"), (int, float)) and not isinstance(answer.get("expires_in"), bool):
-            expires_ms = now_ms + int(answer["expires_in"] * 1000)
+        try:
+            if isinstance(claims.get("exp"), (int, float)) and not isinstance(claims.get("exp"), bool):
+                expires_ms = int(claims["exp"] * 1000)
+            elif isinstance(answer.get("expires_in"), (int, float)) and not isinstance(answer.get("expires_in"), bool):
+                expires_ms = now_ms + int(answer["expires_in"] * 1000)
+        except (OverflowError, ValueError):
+            raise AuthenticationError(f"{self.describe()}: the token's lifetime is not a number") from None
         if expires_ms is None:
             raise AuthenticationError(f"{self.describe()}: the token has no exp claim and the answer no "
                                       "expires_in: its lifetime is unknown")
@@ -105,7 +109,7 @@ class OidcTokenSource:
         except urllib.error.HTTPError as exc:
             raise AuthenticationError(f"{self.describe()} refused the client credentials: HTTP {exc.code}"
                                       f"{_oauth_error(exc)}") from None
-        except (urllib.error.URLError, OSError, ssl.SSLError) as exc:
+        except (urllib.error.URLError, OSError, ssl.SSLError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             raise AuthenticationError(f"{self.describe()} cannot be reached: {type(reason).__name__}: "
                                       f"{reason}") from None
@@ -127,7 +131,7 @@ class OidcTokenSource:
         return self._context
 
     def __repr__(self) -> str:
-        return f"OidcTokenSource({self._client_id!r} at {self._url})"
+        return f"OidcTokenSource({self._client_id!r} at {_shown(self._url)})"
 
 
 def jwt_claims(token: str) -> dict[str, Any]:
@@ -144,6 +148,16 @@ def jwt_claims(token: str) -> dict[str, Any]:
     return claims if isinstance(claims, dict) else {}
 
 
+def _shown(url: str) -> str:
+    """``url`` as messages show it: no user info, query or fragment (they may hold secrets)."""
+    parsed = urllib.parse.urlsplit(url)
+    host = parsed.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parsed.port:
+        netloc += f":{parsed.port}"
+    return urllib.parse.urlunsplit((parsed.scheme, netloc, parsed.path, "", ""))
+
+
 def _check_url(url: str) -> str:
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme == "https" and parsed.hostname:
@@ -151,7 +165,7 @@ def _check_url(url: str) -> str:
     if parsed.scheme == "http" and parsed.hostname and _is_loopback(parsed.hostname):
         return url
     raise ConfigError("sasl.oauthbearer.token.endpoint.url must be an https:// URL (plain http only to "
-                      f"a loopback address), got {urllib.parse.urlunsplit(parsed._replace(query=''))!r}")
+                      f"a loopback address), got {_shown(url)!r}")
 
 
 def _is_loopback(host: str) -> bool:

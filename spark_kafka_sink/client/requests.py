@@ -16,7 +16,7 @@ They compare by identity (``eq=False``): two requests with equal bodies are stil
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Callable, Mapping
 
 from ..protocol.api_message import ApiMessage
@@ -37,7 +37,7 @@ class ClientRequest:
 
     node_id: int
     api: ApiMessage
-    body: Mapping[str, Any] | Struct | Callable[[int], Mapping[str, Any]]
+    body: Mapping[str, Any] | Struct | Callable[[int], Mapping[str, Any]] = field(repr=False)  # SASL tokens
     _: KW_ONLY
     created_ms: int
     version: int | None = None

@@ -357,9 +357,77 @@ def test_an_unreachable_endpoint_and_a_failing_one_are_retried_by_the_cache():
 def test_a_late_refresh_makes_the_next_login_wait_for_a_new_token():
     clock = FakeClock()
     source = Counting(clock)
-    cache = TokenCache(source, clock=clock, rng=Middle(), spawn=lambda work: None)   # refresh stuck
+    cache = TokenCache(source, clock=clock, rng=Middle(), spawn=now_spawn)
+    cache.token()
+    source.fail = True
+    clock.advance(85_000)
+    assert cache.token().value == "t1" and source.calls == 2     # the refresh failed, backing off
+    source.fail = False
+    clock.advance(5_000)                                          # 90%: a session would be moments
+    assert cache.token().value == "t3" and source.calls == 3     # this login fetched it itself
+
+
+def test_the_refresh_starts_on_schedule_without_a_login():
+    clock = FakeClock()
+    source = Counting(clock)
+    started = []
+    cache = TokenCache(source, clock=clock, rng=Middle(), spawn=lambda work: started.append(work))
+    cache.token()
+    cache.maybe_refresh()
+    assert not started                                  # not due yet
+    clock.advance(80_000)
+    cache.maybe_refresh()
+    cache.maybe_refresh()                               # one refresh at a time
+    assert len(started) == 1
+    started[0]()
+    assert cache.token().value == "t2"
+
+
+def test_a_late_login_waits_for_the_running_refresh_instead_of_fetching_again():
+    import threading
+
+    clock = FakeClock()
+    source = Counting(clock)
+    works = []
+    cache = TokenCache(source, clock=clock, rng=Middle(), spawn=works.append)
     cache.token()
     clock.advance(85_000)
-    assert cache.token().value == "t1" and source.calls == 1     # refresh due, running elsewhere
-    clock.advance(5_000)                                          # 90%: a session would be moments
+    cache.maybe_refresh()                               # running (not yet finished)
+    clock.advance(5_000)                                # 90%: late
+    threading.Timer(0.2, works[0]).start()              # the refresh finishes a little later
     assert cache.token().value == "t2" and source.calls == 2
+
+
+def test_whatever_a_source_raises_becomes_an_authentication_error_and_the_refresh_recovers():
+    clock = FakeClock()
+
+    class Buggy(Counting):
+        def fetch(self, now_ms):
+            if self.fail:
+                raise OverflowError("exp out of range")
+            return super().fetch(now_ms)
+    source = Buggy(clock)
+    cache = TokenCache(source, clock=clock, rng=Middle(), spawn=now_spawn)
+    source.fail = True
+    with pytest.raises(AuthenticationError, match="the counting source failed: OverflowError"):
+        cache.token()
+    source.fail = False
+    assert cache.token().value == "t2" or cache.token().value.startswith("t")
+    source.fail = True
+    clock.advance(80_000)
+    assert cache.token().value.startswith("t")          # refresh failed in the background, no leak
+    assert cache._refreshing is False
+
+
+def test_a_callback_echoing_one_setting_of_its_config_string_does_not_leak_it():
+    def callback(config):
+        raise RuntimeError("bad client_secret=Hunter2-Secret")
+    with pytest.raises(AuthenticationError) as info:
+        CallbackTokenSource(callback, "client_id=me client_secret=Hunter2-Secret", "oauth_cb x").fetch(0)
+    assert "Hunter2-Secret" not in str(info.value)
+
+
+def test_an_oidc_endpoint_is_shown_without_user_info_or_query():
+    source = OidcTokenSource("https://user:pw@idp.example:8443/token?api_key=K3y-abcdef", "c", SECRET)
+    assert source.describe() == "OIDC client 'c' at https://idp.example:8443/token"
+    assert "K3y" not in repr(source) and "pw" not in repr(source)

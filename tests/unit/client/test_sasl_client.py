@@ -262,3 +262,38 @@ def test_no_lifetime_means_no_new_login():
     h.clock.advance(3_600_000)
     h.poll()
     assert len(h.brokers[1].requests_for(SASL_HANDSHAKE)) == logins
+
+
+def test_under_full_load_a_due_login_stops_new_requests_until_the_pipeline_drains():
+    h, sasl, seen = reauth_harness(10_000)
+    broker = h.brokers[1]
+    h.client._close_connection(-1, [], h.now)
+    broker.hold = True
+    first = len(broker.requests)
+    while h.client.is_ready(1, h.now):               # fill the pipeline: 5 produces in flight
+        h.client.send(h.request(1), h.now)
+        h.poll()
+    assert h.client.in_flight_request_count(1) == 5
+    h.clock.advance(9_600)                           # the new login is due, but nothing can go
+    h.poll()
+    assert not h.client.is_ready(1, h.now)
+    assert SASL_HANDSHAKE not in [r.api for r in broker.requests[first:]]
+    server = h.sel._server[1][1]
+    h.sel.inject(1, broker.answer(server, broker.requests[first]))   # one answer: room for one
+    h.poll()
+    h.poll()
+    assert [r.api for r in broker.requests[first:]][-1] is SASL_HANDSHAKE   # the login, not a produce
+    assert not h.client.is_ready(1, h.now)
+
+
+def test_a_closed_connection_is_not_an_unreachable_cluster():
+    from .test_network_client import BROKERS, Harness as PlainHarness
+
+    h = PlainHarness(brokers=BROKERS[:1])
+    h.bootstrap()
+    h.connect(1)
+    h.sel.drop(1, "closed by the broker (idle)")     # an ordinary close, the broker still there
+    for _ in range(5):
+        h.poll()
+        h.clock.advance(10)
+    assert h.metadata.rebootstraps == 0
