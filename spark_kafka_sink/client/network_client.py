@@ -274,7 +274,7 @@ class NetworkClient:
 
         With ``metadata.recovery.strategy=rebootstrap`` (KIP-899, KIP-1102) the brokers the
         cluster named are dropped for ``bootstrap.servers`` again when none of them can be reached
-        (all in reconnect backoff), when updates have failed for
+        (the last connection attempt to each failed), when updates have failed for
         ``metadata.recovery.rebootstrap.trigger.ms``, or when a broker answers REBOOTSTRAP_REQUIRED."""
         rebootstrap = self._settings.metadata_recovery_strategy == "rebootstrap"
         if rebootstrap and self._updater.rebootstrap_required:
