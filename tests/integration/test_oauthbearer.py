@@ -9,8 +9,6 @@ unsecured validator), records verified with confluent-kafka over the PLAINTEXT l
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 import uuid
 
@@ -18,6 +16,7 @@ import pytest
 
 from spark_kafka_sink import KafkaProducer
 from spark_kafka_sink.admin import create_topic
+from spark_kafka_sink.client.oauth import UnsecuredJwtSource
 from spark_kafka_sink.errors import AuthenticationError
 from spark_kafka_sink.testing import TokenEndpoint
 
@@ -30,11 +29,9 @@ CLIENT_SECRET = "oidc-Secret-5c2e"
 
 
 def unsigned_jwt(subject: str, life_s: int = 600) -> tuple[str, float]:
-    now = int(time.time())
-
-    def part(value):
-        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
-    return f"{part({'alg': 'none'})}.{part({'sub': subject, 'iat': now, 'exp': now + life_s})}.", now + life_s
+    """``(token, expiry in epoch seconds)``: an unsigned JWT as the package's own source makes it."""
+    token = UnsecuredJwtSource(f"principal={subject} lifeSeconds={life_s}").fetch(time.time_ns() // 1_000_000)
+    return token.value, token.expires_at_ms / 1000
 
 
 CALLS: list[str | None] = []
