@@ -9,7 +9,10 @@ fine (:func:`~spark_kafka_sink.errors.is_record_error`):
 - stage ``produce``, refused by the broker for that record alone: MESSAGE_TOO_LARGE for a single
   record, INVALID_RECORD (e.g. a null key on a compacted topic), INVALID_TIMESTAMP,
   CORRUPT_MESSAGE. The producer splits such records out of their batches, so their batch-mates
-  are written either way.
+  are written either way. Only a refusal that names the record, or whose batch held that one
+  record, is a bad record: a batch of several refused as a whole (CORRUPT_MESSAGE from
+  corruption on the wire, once its retries ran out) is fatal
+  (``ProducerBatch.refused_alone``).
 
 Anything else (authentication, authorization, a topic missing after ``max.block.ms``, a fenced
 producer, a timeout, a broker or network failure) is fatal: the task fails, whatever the policy.
