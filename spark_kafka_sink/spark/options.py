@@ -123,13 +123,16 @@ class ErrorPolicy:
     """What a task does with a record that cannot be written (Kafka Connect's options):
     ``tolerance`` ``"none"`` fails the task, ``"all"`` sends it to ``dlq_topic`` (with context
     headers when ``context_headers``) or skips it without one; ``log`` writes a WARN line per
-    bad record. ``dlq_replication_factor``: create the dead-letter topic when missing."""
+    bad record. ``dlq_replication_factor``: create the dead-letter topic when missing.
+    ``dlq_max_message_bytes`` is no option: the dead-letter topic's ``max.message.bytes`` as the
+    driver's preflight read it, for the tasks to size dead letters by (``None``: not known)."""
 
     tolerance: str = TOLERANCE_NONE
     dlq_topic: str | None = None
     context_headers: bool = True
     dlq_replication_factor: int | None = None
     log: bool = False
+    dlq_max_message_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.tolerance not in (TOLERANCE_NONE, TOLERANCE_ALL):
@@ -150,6 +153,12 @@ class ErrorPolicy:
             if self.dlq_topic is None:
                 raise ConfigError(f"option {DLQ_REPLICATION_FACTOR!r} is set but "
                                   f"{DLQ_TOPIC!r} is not")
+
+        limit = self.dlq_max_message_bytes
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+                                  or self.dlq_topic is None):
+            raise ValueError(f"dlq_max_message_bytes must be an int >= 0 with a dead-letter topic, "
+                             f"got {limit!r}")
 
     @property
     def tolerant(self) -> bool:
