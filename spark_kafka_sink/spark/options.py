@@ -40,15 +40,18 @@ The options mirror Spark's built-in Kafka sink (``KafkaSourceProvider``):
                             went wrong, where (``__spark_kafka_sink.errors.*``).
 ``errors.deadletterqueue.topic.replication.factor``
                             When set, the driver creates the dead-letter topic if it is missing
-                            (one partition, this replication factor); unset, a missing one is an
-                            error.
+                            (one partition, this replication factor). Unset, a missing one is
+                            created by the broker if it creates topics on demand
+                            (``auto.create.topics.enable``, with its defaults), as the tasks'
+                            producer would; otherwise it is an error (``spark/preflight.py``).
 ``errors.log.enable``       ``true``: a WARN line per bad record (rate-limited; never its bytes).
                             Default ``false``.
 ``preflight``               ``true`` (the default): before any task runs, the driver checks that
                             the cluster answers and authenticates, that the ``topic`` option's
                             topic and the dead-letter topic exist, and that ``max.request.size``
-                            fits their ``max.message.bytes``. ``false`` for clusters that forbid
-                            describing topics.
+                            fits the topic's ``max.message.bytes``; the dead-letter topic's goes
+                            to the tasks, which size dead letters by it. ``false`` for clusters
+                            that forbid describing topics.
 ==========================  ===================================================================
 
 Rules, following Spark where it has one:
