@@ -31,6 +31,7 @@ from typing import Any, Mapping
 
 from ..errors import AuthenticationError, ConfigError
 from .oauth_token import OAuthToken
+from .urls import redact_url
 
 __all__ = ["OidcTokenSource", "jwt_claims"]
 
@@ -68,7 +69,7 @@ class OidcTokenSource:
                    ca_location=getattr(config, "ssl_ca_location", None))
 
     def describe(self) -> str:
-        return f"OIDC client {self._client_id!r} at {_shown(self._url)}"
+        return f"OIDC client {self._client_id!r} at {redact_url(self._url)}"
 
     def fetch(self, now_ms: int) -> OAuthToken:
         answer = self._post()
@@ -131,7 +132,7 @@ class OidcTokenSource:
         return self._context
 
     def __repr__(self) -> str:
-        return f"OidcTokenSource({self._client_id!r} at {_shown(self._url)})"
+        return f"OidcTokenSource({self._client_id!r} at {redact_url(self._url)})"
 
 
 def jwt_claims(token: str) -> dict[str, Any]:
@@ -148,16 +149,6 @@ def jwt_claims(token: str) -> dict[str, Any]:
     return claims if isinstance(claims, dict) else {}
 
 
-def _shown(url: str) -> str:
-    """``url`` as messages show it: no user info, query or fragment (they may hold secrets)."""
-    parsed = urllib.parse.urlsplit(url)
-    host = parsed.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
-    if parsed.port:
-        netloc += f":{parsed.port}"
-    return urllib.parse.urlunsplit((parsed.scheme, netloc, parsed.path, "", ""))
-
-
 def _check_url(url: str) -> str:
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme == "https" and parsed.hostname:
@@ -165,7 +156,7 @@ def _check_url(url: str) -> str:
     if parsed.scheme == "http" and parsed.hostname and _is_loopback(parsed.hostname):
         return url
     raise ConfigError("sasl.oauthbearer.token.endpoint.url must be an https:// URL (plain http only to "
-                      f"a loopback address), got {_shown(url)!r}")
+                      f"a loopback address), got {redact_url(url)!r}")
 
 
 def _is_loopback(host: str) -> bool:
