@@ -13,8 +13,12 @@ and the JSON answer's ``access_token``. Its lifetime is the JWT's ``exp`` claim 
 a JWT (its ``sub`` is then the principal), else ``expires_in``; a token with neither is refused.
 The endpoint must be HTTPS (plain HTTP only to a loopback address, for tests), verified with
 ``ssl.ca.location`` when set, else the system's trust store; the standard library's ``urllib``
-does the request, so OIDC needs no new dependency. Errors name the endpoint and the HTTP status
-or the OAuth ``error`` code, never the client secret or a token.
+does the request, so OIDC needs no new dependency. A redirect is never followed (the request
+carries the client secret, and a redirect may point to plain HTTP or another host): it fails the
+fetch, naming where it pointed. The whole exchange has one deadline (``timeout_s``, 10 s): when it
+passes, the sockets are shut down, so an endpoint that trickles its answer a byte at a time
+cannot hold a fetch longer. Errors name the endpoint (:func:`~.urls.redact_url`: no user info or
+query) and the HTTP status or the OAuth ``error`` code, never the client secret or a token.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ import base64
 import http.client
 import ipaddress
 import json
+import socket
 import ssl
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..errors import AuthenticationError, ConfigError
 from .oauth_token import OAuthToken
@@ -104,16 +110,28 @@ class OidcTokenSource:
             self._url, data=urllib.parse.urlencode(form).encode(), method="POST",
             headers={"Authorization": f"Basic {basic}", "Accept": "application/json",
                      "Content-Type": "application/x-www-form-urlencoded"})
+        deadline = _Deadline(self._timeout_s)
+        opener = urllib.request.build_opener(
+            _NoRedirects(), _HttpHandler(deadline), _HttpsHandler(deadline, self._ssl_context()))
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout_s, context=self._ssl_context()) as response:
+            with deadline, opener.open(request, timeout=self._timeout_s) as response:
                 body = response.read(_MAX_ANSWER_BYTES + 1)
         except urllib.error.HTTPError as exc:
-            raise AuthenticationError(f"{self.describe()} refused the client credentials: HTTP {exc.code}"
-                                      f"{_oauth_error(exc)}") from None
+            with exc:                       # its answer's socket is closed on the way out
+                if deadline.expired:
+                    raise self._too_slow() from None
+                if 300 <= exc.code < 400:
+                    raise self._redirected(exc) from None
+                raise AuthenticationError(f"{self.describe()} refused the client credentials: HTTP "
+                                          f"{exc.code}{_oauth_error(exc)}") from None
         except (urllib.error.URLError, OSError, ssl.SSLError, http.client.HTTPException) as exc:
+            if deadline.expired:
+                raise self._too_slow() from None
             reason = getattr(exc, "reason", exc)
             raise AuthenticationError(f"{self.describe()} cannot be reached: {type(reason).__name__}: "
                                       f"{reason}") from None
+        if deadline.expired:                # cut short: what was read is not the whole answer
+            raise self._too_slow()
         if len(body) > _MAX_ANSWER_BYTES:
             raise AuthenticationError(f"{self.describe()}: the answer is larger than 1 MiB")
         try:
@@ -123,6 +141,18 @@ class OidcTokenSource:
         if not isinstance(answer, dict):
             raise AuthenticationError(f"{self.describe()}: the answer is not a JSON object")
         return answer
+
+    def _too_slow(self) -> AuthenticationError:
+        return AuthenticationError(f"{self.describe()} did not answer within {self._timeout_s:g} s")
+
+    def _redirected(self, exc: urllib.error.HTTPError) -> AuthenticationError:
+        """A 3xx answer: named with where it points (no user info or query), never followed."""
+        location = exc.headers.get("Location") if exc.headers is not None else None
+        target = redact_url(urllib.parse.urljoin(self._url, location)) if location else "nowhere given"
+        return AuthenticationError(
+            f"{self.describe()} answered HTTP {exc.code}, a redirect to {target}: redirects are not "
+            f"followed (the request carries the client secret); set "
+            f"sasl.oauthbearer.token.endpoint.url to the URL that issues the tokens")
 
     def _ssl_context(self) -> ssl.SSLContext | None:
         if not self._url.startswith("https:"):
@@ -178,3 +208,93 @@ def _oauth_error(exc: urllib.error.HTTPError) -> str:
         return ""
     description = error.get("error_description")
     return f": {error['error']}" + (f" ({description})" if isinstance(description, str) else "")
+
+
+class _Deadline:
+    """One deadline for a whole HTTP exchange: when it passes, a timer shuts down every socket the
+    exchange opened, so a read in progress ends at once. (A socket timeout bounds each read only:
+    a server trickling a byte every few seconds would hold a fetch for ever.) A context manager:
+    the timer starts on entry; on exit it is cancelled and the watched sockets are let go."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.expired = False
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []     # duplicates: shutting one ends the connection
+        self._done = False
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._done = True
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            sock.close()
+
+    def create_connection(self, address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        """``socket.create_connection``, the socket watched by this deadline."""
+        sock = socket.create_connection(address, *args, **kwargs)
+        with self._lock:
+            if self.expired or self._done:
+                _shut(sock)
+            else:
+                self._sockets.append(sock.dup())
+        return sock
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass                        # already closed by the other side
+
+
+def _watched(connection_class: type, deadline: _Deadline) -> Callable[..., Any]:
+    """A factory of ``connection_class`` connections whose sockets ``deadline`` watches (through
+    http.client's ``_create_connection`` seam, which its ``connect`` uses, tunnels included)."""
+    def make(host: str, **kwargs: Any) -> Any:
+        connection = connection_class(host, **kwargs)
+        connection._create_connection = deadline.create_connection
+        return connection
+    return make
+
+
+class _HttpHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline):
+        super().__init__()
+        self._deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_watched(http.client.HTTPConnection, self._deadline), req)
+
+
+class _HttpsHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: _Deadline, context: ssl.SSLContext | None):
+        super().__init__(context=context)
+        self._deadline = deadline
+
+    def https_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_watched(http.client.HTTPSConnection, self._deadline), req,
+                            context=self._context)
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A 3xx answer stays an HTTPError: following it would send the client secret again, perhaps
+    in clear or to another host."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        return None

@@ -431,3 +431,51 @@ def test_an_oidc_endpoint_is_shown_without_user_info_or_query():
     source = OidcTokenSource("https://user:pw@idp.example:8443/token?api_key=K3y-abcdef", "c", SECRET)
     assert source.describe() == "OIDC client 'c' at https://idp.example:8443/token"
     assert "K3y" not in repr(source) and "pw" not in repr(source)
+
+
+def test_a_redirect_is_not_followed_and_is_named_without_user_info_or_query():
+    with TokenEndpoint({"sink": SECRET}) as idp, TokenEndpoint({"sink": SECRET}) as elsewhere:
+        url, thief = idp.url, elsewhere.url
+        idp.redirect_next(thief + "?leak=Q-Secret-1")
+        with pytest.raises(AuthenticationError) as info:
+            OidcTokenSource(url, "sink", SECRET).fetch(0)
+        assert elsewhere.credentials_received == 0     # the client secret was not sent there
+        idp.redirect_next("https://u:Pw-9z@idp.example/other?code=Q-Secret-2#f", status=307)
+        with pytest.raises(AuthenticationError) as with_user:
+            OidcTokenSource(url, "sink", SECRET).fetch(0)
+        idp.redirect_next("/relative?code=Q-Secret-3", status=301)
+        with pytest.raises(AuthenticationError) as relative:
+            OidcTokenSource(url, "sink", SECRET).fetch(0)
+    assert str(info.value) == (
+        f"OIDC client 'sink' at {url} answered HTTP 302, a redirect to {thief}: redirects "
+        "are not followed (the request carries the client secret); set "
+        "sasl.oauthbearer.token.endpoint.url to the URL that issues the tokens")
+    assert "HTTP 307, a redirect to https://idp.example/other:" in str(with_user.value)
+    assert f"HTTP 301, a redirect to {url.rsplit('/', 1)[0]}/relative:" in str(relative.value)
+    for text in (str(info.value), str(with_user.value), str(relative.value)):
+        assert "Q-Secret" not in text and "Pw-9z" not in text and SECRET not in text
+
+
+def test_a_stalled_endpoint_fails_the_fetch_at_its_whole_deadline():
+    import threading
+
+    outcome = []
+
+    def fetch(source):
+        started = time.monotonic()
+        try:
+            source.fetch(0)
+        except AuthenticationError as exc:
+            outcome.append((exc, time.monotonic() - started))
+    with TokenEndpoint({"sink": SECRET}) as idp:
+        url = idp.url
+        idp.stall(byte_every_s=0.1)                    # each read gets a byte well within 1 s
+        thread = threading.Thread(target=fetch, args=(OidcTokenSource(idp.url, "sink", SECRET, timeout_s=1),),
+                                  daemon=True)
+        thread.start()
+        thread.join(5)
+        assert not thread.is_alive(), "the fetch is still reading the trickle"
+        assert idp.stalled == 1
+    error, took = outcome[0]
+    assert str(error) == f"OIDC client 'sink' at {url} did not answer within 1 s"
+    assert 0.9 < took < 2.5
