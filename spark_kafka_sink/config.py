@@ -301,6 +301,11 @@ class ProducerConfig:
         "sasl.oauthbearer.scope", None, _OPT, "OIDC scope (librdkafka).")
     sasl_oauthbearer_extensions: str | None = _key(
         "sasl.oauthbearer.extensions", None, _OPT, "SASL extensions, key=value,... (librdkafka).")
+    https_ca_location: str | None = _key(
+        "https.ca.location", None, _OPT, "The token endpoint's PEM CA file or directory; unset: the "
+        "system CAs (librdkafka; Java: ssl.truststore.* in the JAAS options).")
+    https_ca_pem: str | None = _key(
+        "https.ca.pem", None, _OPT, "The token endpoint's CA certificates, PEM text (librdkafka).", secret=True)
     ssl_ca_location: str | None = _key("ssl.ca.location", None, _OPT, "PEM CA file (librdkafka).")
     ssl_certificate_location: str | None = _key(
         "ssl.certificate.location", None, _OPT, "PEM client certificate chain (librdkafka).")

@@ -217,6 +217,12 @@ def token_source_from(config: Any, login: Any = None, *, resolve: bool = True) -
                           f"{'; '.join(chosen)}")
     extensions = parse_extensions(config.sasl_oauthbearer_extensions)
     kind = chosen[0]
+    if not kind.startswith(("sasl.oauthbearer.method=oidc", "sasl.jaas.config (OAuthBearerLoginModule with clientId")):
+        endpoint_trust = [name for name in ("https.ca.location", "https.ca.pem")
+                          if getattr(config, name.replace(".", "_"), None) is not None]
+        if endpoint_trust:
+            raise ConfigError(f"{' and '.join(endpoint_trust)} name the CAs of an OIDC token endpoint, "
+                              f"but the token source is {kind}")
     if kind == "oauth_cb":
         callback = config.oauth_cb
         label = f"oauth_cb {getattr(callback, '__module__', '?')}.{getattr(callback, '__qualname__', '?')}"
@@ -249,7 +255,7 @@ def token_source_from(config: Any, login: Any = None, *, resolve: bool = True) -
         return OidcTokenSource.from_settings(
             config, client_id=options.get("clientId"), client_secret=options.get("clientSecret"),
             scope=options.get("scope"), extensions={**_jaas_extensions(options), **extensions},
-            where="sasl.jaas.config (clientId, clientSecret)")
+            where="sasl.jaas.config (clientId, clientSecret)", login_options=options)
     return OidcTokenSource.from_settings(
         config, client_id=config.sasl_oauthbearer_client_id,
         client_secret=config.sasl_oauthbearer_client_secret, scope=config.sasl_oauthbearer_scope,

@@ -11,9 +11,10 @@ One POST per token (RFC 6749 §4.4)::
 
 and the JSON answer's ``access_token``. Its lifetime is the JWT's ``exp`` claim when the token is
 a JWT (its ``sub`` is then the principal), else ``expires_in``; a token with neither is refused.
-The endpoint must be HTTPS (plain HTTP only to a loopback address, for tests), verified with
-``ssl.ca.location`` when set, else the system's trust store; the standard library's ``urllib``
-does the request, so OIDC needs no new dependency. A redirect is never followed (the request
+The endpoint must be HTTPS (plain HTTP only to a loopback address, for tests), its certificate
+checked against its own trust setting (:class:`EndpointTrust`: ``https.ca.location`` or
+``https.ca.pem``, or Java's ``ssl.truststore.*`` options in the JAAS line), else the system's CAs,
+never the broker's ``ssl.ca.location``; the standard library's ``urllib`` does the request, so OIDC needs no new dependency. A redirect is never followed (the request
 carries the client secret, and a redirect may point to plain HTTP or another host): it fails the
 fetch, naming where it pointed. The whole exchange has one deadline (``timeout_s``, 10 s): when it
 passes, the sockets are shut down, so an endpoint that trickles its answer a byte at a time
@@ -27,19 +28,21 @@ import base64
 import http.client
 import ipaddress
 import json
+import os
 import socket
 import ssl
 import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ..errors import AuthenticationError, ConfigError
 from .oauth_token import OAuthToken
 from .urls import redact_url
 
-__all__ = ["OidcTokenSource", "jwt_claims"]
+__all__ = ["OidcTokenSource", "EndpointTrust", "jwt_claims"]
 
 DEFAULT_TIMEOUT_S = 10.0
 _MAX_ANSWER_BYTES = 1 << 20
@@ -49,22 +52,25 @@ class OidcTokenSource:
     """Client-credentials tokens from one token endpoint; see the module docstring."""
 
     def __init__(self, endpoint_url: str, client_id: str, client_secret: str, *, scope: str | None = None,
-                 extensions: Mapping[str, str] | None = None, ca_location: str | None = None,
+                 extensions: Mapping[str, str] | None = None, trust: EndpointTrust | None = None,
                  timeout_s: float = DEFAULT_TIMEOUT_S):
         self._url = _check_url(endpoint_url)
         self._client_id = client_id
         self._secret = client_secret
         self._scope = scope
         self._extensions = dict(extensions or {})
-        self._ca_location = ca_location
+        self.trust = trust or EndpointTrust()
         self._timeout_s = timeout_s
         self._context: ssl.SSLContext | None = None
 
     @classmethod
     def from_settings(cls, config: Any, *, client_id: str | None, client_secret: str | None,
-                      scope: str | None, extensions: Mapping[str, str], where: str) -> OidcTokenSource:
+                      scope: str | None, extensions: Mapping[str, str], where: str,
+                      login_options: Mapping[str, str] | None = None) -> OidcTokenSource:
         """From a producer config's ``sasl.oauthbearer.*`` settings (``where`` names the
-        properties the client id and secret came from, for the error when one is missing)."""
+        properties the client id and secret came from, for the error when one is missing;
+        ``login_options``: Java's ``OAuthBearerLoginModule`` options, whose ``ssl.truststore.*``
+        are the endpoint's trust there)."""
         url = config.sasl_oauthbearer_token_endpoint_url
         missing = [name for name, value in (("sasl.oauthbearer.token.endpoint.url", url),) if not value]
         missing += [f"the client {what} ({where})" for what, value in (("id", client_id),
@@ -72,7 +78,7 @@ class OidcTokenSource:
         if missing:
             raise ConfigError(f"OAUTHBEARER with OIDC needs {', '.join(missing)}")
         return cls(url, client_id, client_secret, scope=scope, extensions=extensions,
-                   ca_location=getattr(config, "ssl_ca_location", None))
+                   trust=EndpointTrust.from_settings(config, login_options or {}))
 
     def describe(self) -> str:
         return f"OIDC client {self._client_id!r} at {redact_url(self._url)}"
@@ -158,11 +164,74 @@ class OidcTokenSource:
         if not self._url.startswith("https:"):
             return None
         if self._context is None:
-            self._context = ssl.create_default_context(cafile=self._ca_location)
+            self._context = self.trust.context()
         return self._context
 
     def __repr__(self) -> str:
         return f"OidcTokenSource({self._client_id!r} at {redact_url(self._url)})"
+
+
+@dataclass(frozen=True)
+class EndpointTrust:
+    """The CAs that vouch for the token endpoint's certificate: its own setting, never the
+    broker's (``ssl.ca.location`` is the broker's: a private-CA cluster often uses a public
+    identity provider). ``location``: a PEM file or a hashed directory; ``pem``: PEM text;
+    neither: the system's CAs. ``setting`` names where it came from, for errors."""
+
+    location: str | None = None
+    pem: str | None = field(default=None, repr=False)
+    setting: str = "the system CAs"
+
+    @classmethod
+    def from_settings(cls, config: Any, login_options: Mapping[str, str]) -> EndpointTrust:
+        """``https.ca.location`` or ``https.ca.pem`` (librdkafka), or Java's JAAS options
+        ``ssl.truststore.location`` (with ``ssl.truststore.type=PEM``) or
+        ``ssl.truststore.certificates``; at most one. ConfigError naming them otherwise."""
+        given = {name: value for name, value in (
+            ("https.ca.location", getattr(config, "https_ca_location", None)),
+            ("https.ca.pem", getattr(config, "https_ca_pem", None)),
+            ("ssl.truststore.location (sasl.jaas.config)", login_options.get("ssl.truststore.location")),
+            ("ssl.truststore.certificates (sasl.jaas.config)", login_options.get("ssl.truststore.certificates")),
+        ) if value is not None}
+        ssl_options = sorted(key for key in login_options if key.startswith("ssl."))
+        unsupported = [key for key in ssl_options if key not in _JAAS_TRUST]
+        if unsupported:
+            raise ConfigError(f"sasl.jaas.config: the token endpoint's {', '.join(unsupported)} "
+                              f"is not supported (only its trust: ssl.truststore.location with "
+                              f"ssl.truststore.type=PEM, or ssl.truststore.certificates)")
+        jaas_store = [key for key in ("ssl.truststore.location", "ssl.truststore.certificates")
+                      if key in login_options]
+        if jaas_store and login_options.get("ssl.truststore.type", "JKS").upper() != "PEM":
+            raise ConfigError(f"sasl.jaas.config: {jaas_store[0]} needs ssl.truststore.type=PEM (the only "
+                              f"trust store format supported; Java's default is JKS)")
+        if len(given) > 1:
+            raise ConfigError(f"set only one of {', '.join(given)}: each names the CAs of the token "
+                              "endpoint")
+        if not given:
+            return cls()
+        (setting, value), = given.items()
+        if not value.strip():
+            raise ConfigError(f"{setting} is empty: leave it unset for the system CAs")
+        if setting.startswith(("https.ca.pem", "ssl.truststore.certificates")):
+            if "-----BEGIN CERTIFICATE-----" not in value:
+                raise ConfigError(f"{setting} must hold PEM certificates (-----BEGIN CERTIFICATE-----)")
+            return cls(pem=value, setting=setting)
+        return cls(location=value, setting=f"{setting}={value}")
+
+    def context(self) -> ssl.SSLContext:
+        """A client context that checks the endpoint's certificate and host name against these CAs."""
+        try:
+            if self.pem is not None:
+                return ssl.create_default_context(cadata=self.pem)
+            if self.location is not None and os.path.isdir(self.location):
+                return ssl.create_default_context(capath=self.location)
+            return ssl.create_default_context(cafile=self.location)
+        except (OSError, ValueError, ssl.SSLError) as exc:
+            raise AuthenticationError(f"{self.setting} cannot be read as the token endpoint's CAs: "
+                                      f"{type(exc).__name__}: {exc}") from None
+
+
+_JAAS_TRUST = frozenset({"ssl.truststore.location", "ssl.truststore.certificates", "ssl.truststore.type"})
 
 
 def jwt_claims(token: str) -> dict[str, Any]:

@@ -3,7 +3,7 @@ unsecured validator), records verified with confluent-kafka over the PLAINTEXT l
 
 - tokens from a callback (``oauth_cb``), from an import path (``sasl.oauthbearer.token.provider``)
   and from OIDC client credentials against the testing kit's token endpoint over HTTPS (its
-  certificate from the broker's test CA, trusted through ``ssl.ca.location``);
+  certificate from the broker's test CA, trusted through the endpoint's own ``https.ca.location``);
 - a token the broker refuses fails the send at once, naming the token's source, never the token.
 """
 
@@ -80,6 +80,7 @@ def test_tokens_from_oidc_client_credentials_over_https(secured_kafka):
         props = oauth_props(secured_kafka, "SASL_SSL", **{
             "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": idp.url,
             "sasl.oauthbearer.client.id": "sink-client", "sasl.oauthbearer.client.secret": CLIENT_SECRET,
+            "https.ca.location": str(secured_kafka.tls.ca_path),
             "sasl.oauthbearer.scope": "kafka", "sasl.oauthbearer.extensions": "logicalCluster=lkc-test"})
         assert idp.url.startswith("https://127.0.0.1:")
         produce_and_verify(secured_kafka, props)
@@ -222,7 +223,7 @@ def test_oauth_secrets_and_tokens_never_appear_in_logs_errors_or_reprs(secured_k
         good = oauth_props(secured_kafka, "SASL_SSL", **{
             "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": idp.url,
             "sasl.oauthbearer.client.id": "grep-client", "sasl.oauthbearer.client.secret": CLIENT_SECRET,
-            "sasl.oauthbearer.config": config_string})
+            "https.ca.location": str(secured_kafka.tls.ca_path), "sasl.oauthbearer.config": config_string})
         produce_and_verify(secured_kafka, good)                      # a successful exchange
         tokens = [idp.token_for("grep-client")]
         bad = {**good, "sasl.oauthbearer.client.secret": "wrong-" + CLIENT_SECRET, "max.block.ms": 10_000}

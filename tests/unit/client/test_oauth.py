@@ -479,3 +479,67 @@ def test_a_stalled_endpoint_fails_the_fetch_at_its_whole_deadline():
     error, took = outcome[0]
     assert str(error) == f"OIDC client 'sink' at {url} did not answer within 1 s"
     assert 0.9 < took < 2.5
+
+
+# --- the token endpoint's own trust (https.ca.location), never the broker's ----------------------
+
+def oidc_config(url: str, **more) -> ProducerConfig:
+    return ProducerConfig({**BASE, "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": url,
+                           "sasl.oauthbearer.client.id": "sink", "sasl.oauthbearer.client.secret": SECRET, **more})
+
+
+def test_the_token_endpoint_is_trusted_through_its_own_setting_not_the_brokers_ca(tmp_path):
+    import ssl
+    from types import SimpleNamespace
+
+    from .tls_certs import make_certs
+
+    broker = make_certs(tmp_path, prefix="broker-")      # a private-CA cluster
+    idp_certs = make_certs(tmp_path, prefix="idp-")
+    tls = SimpleNamespace(server_cert_path=idp_certs.server_cert, server_key_path=idp_certs.server_key)
+    with TokenEndpoint({"sink": SECRET}, tls=tls) as idp:
+        own = credentials_from_config(oidc_config(idp.url, **{
+            "ssl.ca.location": str(broker.ca), "https.ca.location": str(idp_certs.ca)})).token_cache
+        assert jwt_claims(own.source.fetch(0).value)["sub"] == "sink"
+        pem = credentials_from_config(oidc_config(idp.url, **{
+            "ssl.ca.location": str(broker.ca), "https.ca.pem": idp_certs.ca.read_text()})).token_cache
+        assert jwt_claims(pem.source.fetch(0).value)["sub"] == "sink"
+        java = credentials_from_config(oidc_config(idp.url, **{
+            "sasl.oauthbearer.method": "default", "sasl.oauthbearer.client.id": None,
+            "sasl.oauthbearer.client.secret": None, "ssl.ca.location": str(broker.ca),
+            "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                                f'clientId="sink" clientSecret="{SECRET}" ssl.truststore.type="PEM" '
+                                f'ssl.truststore.location="{idp_certs.ca}";'})).token_cache
+        assert jwt_claims(java.source.fetch(0).value)["sub"] == "sink"
+        brokers_ca = credentials_from_config(oidc_config(idp.url, **{"ssl.ca.location": str(idp_certs.ca)})).token_cache
+        with pytest.raises(AuthenticationError, match="CERTIFICATE_VERIFY_FAILED"):
+            brokers_ca.source.fetch(0)          # the broker's CA setting does not vouch for the endpoint
+        assert idp.issued == 3
+    system = brokers_ca.source.trust.context().cert_store_stats()
+    assert system == ssl.create_default_context().cert_store_stats()     # unset: the system CAs
+
+
+@pytest.mark.parametrize("props, message", [
+    ({"https.ca.location": "/a.pem", "https.ca.pem": "-----BEGIN CERTIFICATE-----"},
+     "set only one of https.ca.location, https.ca.pem"),
+    ({"https.ca.pem": "not a certificate"}, "https.ca.pem must hold PEM certificates"),
+    ({"https.ca.location": " "}, "https.ca.location is empty"),
+])
+def test_the_token_endpoint_trust_is_checked(props, message):
+    assert message in error_of(**{"sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.client.id": "c",
+                                  "sasl.oauthbearer.client.secret": SECRET,
+                                  "sasl.oauthbearer.token.endpoint.url": "https://idp.example/token", **props})
+
+
+def test_the_token_endpoint_trust_is_refused_without_a_token_endpoint_and_in_java_form_must_be_pem():
+    assert "name the CAs of an OIDC token endpoint, but the token source is oauth_cb" in error_of(
+        oauth_cb=token_provider, **{"https.ca.location": "/idp-ca.pem"})
+    jaas = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId=\"c\" "
+            f"clientSecret=\"{SECRET}\" ssl.truststore.location=\"/idp.jks\";")
+    url = {"sasl.oauthbearer.token.endpoint.url": "https://idp.example/token"}
+    assert "ssl.truststore.location needs ssl.truststore.type=PEM" in error_of(**{"sasl.jaas.config": jaas, **url})
+    keystore = jaas.replace("ssl.truststore.location", "ssl.keystore.location")
+    assert "ssl.keystore.location is not supported" in error_of(**{"sasl.jaas.config": keystore, **url})
+    both = jaas.replace('";', '" ssl.truststore.type="PEM";')
+    assert "set only one of https.ca.location, ssl.truststore.location (sasl.jaas.config)" in error_of(
+        **{"sasl.jaas.config": both, "https.ca.location": "/b.pem", **url})
