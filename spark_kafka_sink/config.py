@@ -34,8 +34,9 @@ Then the Java producer's cross-property rules, in its order:
 
 Errors are :class:`ConfigError` naming the property and what it takes. Secret values (marked, or
 named "password"/"secret") never appear in reprs or errors, nor the user info and query of a URL
-(``*.url``: :func:`~.client.urls.redact_url`); :meth:`ProducerConfig.redacted` is the view to log. ``client.id`` stays ``""`` when unset (the producer names itself, as Java's
-``producer-N``), so equal settings give equal configs.
+(``*.url``: :func:`~.client.urls.redact_url`); :meth:`ProducerConfig.redacted` is the view to log.
+``client.id`` stays ``""`` when unset (the producer names itself, as Java's ``producer-N``), so
+equal settings give equal configs.
 """
 
 from __future__ import annotations
@@ -305,7 +306,8 @@ class ProducerConfig:
         "https.ca.location", None, _OPT, "The token endpoint's PEM CA file or directory; unset: the "
         "system CAs (librdkafka; Java: ssl.truststore.* in the JAAS options).")
     https_ca_pem: str | None = _key(
-        "https.ca.pem", None, _OPT, "The token endpoint's CA certificates, PEM text (librdkafka).", secret=True)
+        "https.ca.pem", None, _OPT, "The token endpoint's CA certificates, PEM text (librdkafka).",
+        secret=True)
     ssl_ca_location: str | None = _key("ssl.ca.location", None, _OPT, "PEM CA file (librdkafka).")
     ssl_certificate_location: str | None = _key(
         "ssl.certificate.location", None, _OPT, "PEM client certificate chain (librdkafka).")

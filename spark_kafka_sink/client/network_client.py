@@ -702,7 +702,8 @@ class NetworkClient:
         token_wait_ms = self._settings.socket_connection_setup_timeout_ms
         deadlines = (self._in_flight.next_deadline_ms(), self._states.next_setup_deadline_ms(),
                      min((d for d in self._reauth_at_ms.values() if d > now_ms), default=None),
-                     min((since + token_wait_ms for since in self._awaiting_token.values()), default=None))
+                     min((since + token_wait_ms for since in self._awaiting_token.values()),
+                         default=None))
         bound = min([timeout_ms, metadata_timeout_ms, self._settings.request_timeout_ms]
                     + [max(d - now_ms, 0) + 1 for d in deadlines if d is not None])
         return max(bound, 0)

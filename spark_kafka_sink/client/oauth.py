@@ -48,7 +48,8 @@ from .oauth_token import OAuthToken, check_extensions
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OAuthToken", "TokenSource", "CallbackTokenSource", "UnsecuredJwtSource", "TokenCache", "TokenPoll",
+__all__ = ["OAuthToken", "TokenSource", "CallbackTokenSource", "UnsecuredJwtSource", "TokenCache",
+           "TokenPoll",
            "parse_extensions", "check_extensions", "import_provider", "token_source_from",
            "REFRESH_FRACTION"]
 
@@ -221,7 +222,8 @@ def token_source_from(config: Any, login: Any = None, *, resolve: bool = True) -
                           f"{'; '.join(chosen)}")
     extensions = parse_extensions(config.sasl_oauthbearer_extensions)
     kind = chosen[0]
-    if not kind.startswith(("sasl.oauthbearer.method=oidc", "sasl.jaas.config (OAuthBearerLoginModule with clientId")):
+    oidc = kind == "sasl.oauthbearer.method=oidc" or jaas_oidc
+    if not oidc:
         endpoint_trust = [name for name in ("https.ca.location", "https.ca.pem")
                           if getattr(config, name.replace(".", "_"), None) is not None]
         if endpoint_trust:

@@ -14,9 +14,10 @@ a JWT (its ``sub`` is then the principal), else ``expires_in``; a token with nei
 The endpoint must be HTTPS (plain HTTP only to a loopback address, for tests), its certificate
 checked against its own trust setting (:class:`EndpointTrust`: ``https.ca.location`` or
 ``https.ca.pem``, or Java's ``ssl.truststore.*`` options in the JAAS line), else the system's CAs,
-never the broker's ``ssl.ca.location``; the standard library's ``urllib`` does the request, so OIDC needs no new dependency. A redirect is never followed (the request
-carries the client secret, and a redirect may point to plain HTTP or another host): it fails the
-fetch, naming where it pointed. The whole exchange has one deadline (``timeout_s``, 10 s): when it
+never the broker's ``ssl.ca.location``; the standard library's ``urllib`` does the request, so
+OIDC needs no new dependency. A redirect is never followed (the request carries the client
+secret, and a redirect may point to plain HTTP or another host): it fails the fetch, naming where
+it pointed. The whole exchange has one deadline (``timeout_s``, 10 s): when it
 passes, the sockets are shut down, so an endpoint that trickles its answer a byte at a time
 cannot hold a fetch longer. Errors name the endpoint (:func:`~.urls.redact_url`: no user info or
 query) and the HTTP status or the OAuth ``error`` code, never the client secret or a token.
@@ -191,7 +192,8 @@ class EndpointTrust:
             ("https.ca.location", getattr(config, "https_ca_location", None)),
             ("https.ca.pem", getattr(config, "https_ca_pem", None)),
             ("ssl.truststore.location (sasl.jaas.config)", login_options.get("ssl.truststore.location")),
-            ("ssl.truststore.certificates (sasl.jaas.config)", login_options.get("ssl.truststore.certificates")),
+            ("ssl.truststore.certificates (sasl.jaas.config)",
+             login_options.get("ssl.truststore.certificates")),
         ) if value is not None}
         ssl_options = sorted(key for key in login_options if key.startswith("ssl."))
         unsupported = [key for key in ssl_options if key not in _JAAS_TRUST]
@@ -202,8 +204,8 @@ class EndpointTrust:
         jaas_store = [key for key in ("ssl.truststore.location", "ssl.truststore.certificates")
                       if key in login_options]
         if jaas_store and login_options.get("ssl.truststore.type", "JKS").upper() != "PEM":
-            raise ConfigError(f"sasl.jaas.config: {jaas_store[0]} needs ssl.truststore.type=PEM (the only "
-                              f"trust store format supported; Java's default is JKS)")
+            raise ConfigError(f"sasl.jaas.config: {jaas_store[0]} needs ssl.truststore.type=PEM (the "
+                              f"only trust store format supported; Java's default is JKS)")
         if len(given) > 1:
             raise ConfigError(f"set only one of {', '.join(given)}: each names the CAs of the token "
                               "endpoint")

@@ -30,7 +30,8 @@ password cannot complete the exchange. Failures raise :class:`SaslError` (an
 AuthenticationError) with a message that never contains the password.
 
 OAUTHBEARER sends one message, the token from the producer's :class:`~.oauth.TokenCache` (its
-caller gets it first: a mechanism never fetches one) with its SASL extensions (RFC 7628 §3.1, as Kafka's ``OAuthBearerClientInitialResponse``)::
+caller gets it first: a mechanism never fetches one) with its SASL extensions (RFC 7628 §3.1, as
+Kafka's ``OAuthBearerClientInitialResponse``)::
 
     n,,\x01auth=Bearer <token>\x01<key>=<value>\x01...\x01\x01
 
