@@ -40,8 +40,9 @@ class Harness:
     """A client wired to brokers b1..b3 (node ids 1..3) that all serve the same Metadata."""
 
     def __init__(self, *, ranges: dict[int, dict] | None = None, brokers=BROKERS,
-                 topics=TOPICS, metadata_max_age_ms: int = 300_000, **settings):
-        self.clock = FakeClock()
+                 topics=TOPICS, metadata_max_age_ms: int = 300_000, clock: FakeClock | None = None,
+                 **settings):
+        self.clock = clock or FakeClock()
         self.sel = FakeSelector()
         self.topics = dict(topics)
         self.brokers = {}
