@@ -33,9 +33,10 @@ Then the Java producer's cross-property rules, in its order:
    every send would fail. (Java accepts it.) ``batch.size=0`` is valid: no batching, as Java.
 
 Errors are :class:`ConfigError` naming the property and what it takes. Secret values (marked, or
-named "password"/"secret") never appear in reprs or errors; :meth:`ProducerConfig.redacted` is the
-view to log. ``client.id`` stays ``""`` when unset (the producer names itself, as Java's
-``producer-N``), so equal settings give equal configs.
+named "password"/"secret") never appear in reprs or errors, nor the user info and query of a URL
+(``*.url``: :func:`~.client.urls.redact_url`); :meth:`ProducerConfig.redacted` is the view to log.
+``client.id`` stays ``""`` when unset (the producer names itself, as Java's ``producer-N``), so
+equal settings give equal configs.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from typing import Any, Callable, Mapping
 from .bytecodec import INT32_MAX, INT64_MAX
 from .client.jaas import SASL_PROTOCOLS, credentials_from_config
 from .client.tls import TLS_PROTOCOLS
+from .client.urls import redact_url
 from .errors import ConfigError
 from .record.codecs import CompressionType, codec_for
 
@@ -91,6 +93,7 @@ class ConfigKey:
     minimum: int | None = None
     maximum: int | None = None
     render: Callable[[Any], Any] = lambda value: value  # value -> property form
+    redact: Callable[[Any], Any] | None = None  # value -> as shown, for values that may hold a secret
 
     @property
     def attr(self) -> str:
@@ -99,7 +102,18 @@ class ConfigKey:
 
     def show(self, value: Any) -> str:
         """``value`` as errors and reprs may show it."""
-        return HIDDEN if self.secret and value is not None else repr(value)
+        return HIDDEN if self.secret and value is not None else repr(self.shown(value))
+
+    def shown(self, value: Any) -> Any:
+        """``value`` as a redacted view holds it: secrets hidden, URLs without their user info
+        and query (:func:`~.client.urls.redact_url`)."""
+        if value is None:
+            return None
+        if self.secret:
+            return HIDDEN
+        if self.redact is not None and isinstance(value, str):
+            return self.redact(value)
+        return value
 
 
 _INT_TEXT = re.compile(r"[+-]?[0-9]+")
@@ -207,7 +221,8 @@ def _callable() -> dict[str, Any]:
 
 def _key(name: str, default: Any, kind: Mapping[str, Any], doc: str, *, secret: bool = False) -> Any:
     secret = secret or "password" in name or "secret" in name
-    key = ConfigKey(name, default, doc=doc, secret=secret, **kind)
+    redact = redact_url if name.endswith(".url") else None
+    key = ConfigKey(name, default, doc=doc, secret=secret, redact=redact, **kind)
     if default is _REQUIRED:
         return field(metadata={"key": key})
     return field(default=default, metadata={"key": key})
@@ -287,6 +302,12 @@ class ProducerConfig:
         "sasl.oauthbearer.scope", None, _OPT, "OIDC scope (librdkafka).")
     sasl_oauthbearer_extensions: str | None = _key(
         "sasl.oauthbearer.extensions", None, _OPT, "SASL extensions, key=value,... (librdkafka).")
+    https_ca_location: str | None = _key(
+        "https.ca.location", None, _OPT, "The token endpoint's PEM CA file or directory; unset: the "
+        "system CAs (librdkafka; Java: ssl.truststore.* in the JAAS options).")
+    https_ca_pem: str | None = _key(
+        "https.ca.pem", None, _OPT, "The token endpoint's CA certificates, PEM text (librdkafka).",
+        secret=True)
     ssl_ca_location: str | None = _key("ssl.ca.location", None, _OPT, "PEM CA file (librdkafka).")
     ssl_certificate_location: str | None = _key(
         "ssl.certificate.location", None, _OPT, "PEM client certificate chain (librdkafka).")
@@ -350,15 +371,17 @@ class ProducerConfig:
 
     def to_properties(self, redact: bool = False) -> dict[str, Any]:
         """Every property by Java name, as :meth:`from_properties` reads back to an equal config.
-        With ``redact``, secrets that are set read ``"[hidden]"``."""
+        With ``redact``, secrets that are set read ``"[hidden]"`` and URLs lose their user info
+        and query."""
         out = {}
         for name, key in PROPERTIES.items():
             value = key.render(getattr(self, key.attr))
-            out[name] = HIDDEN if redact and key.secret and value is not None else value
+            out[name] = key.shown(value) if redact else value
         return out
 
     def redacted(self) -> dict[str, Any]:
-        """The properties with secrets hidden: the view to log."""
+        """The properties with secrets hidden and URLs without user info or query: the view to
+        log."""
         return self.to_properties(redact=True)
 
     def __repr__(self) -> str:

@@ -917,6 +917,13 @@ class ProducerClosedError(KafkaError):
     and sends still waiting for memory are failed."""
 
 
+class ClusterChangedError(KafkaError):
+    """The cluster behind ``bootstrap.servers`` was replaced by another one (its cluster id
+    changed). The message names both cluster ids and what it means for the record or transaction
+    at hand: a transactional producer cannot go on (its transaction was in the old cluster), and a
+    record whose request was answered after the change has an unknown outcome."""
+
+
 class TransactionAbortedError(KafkaError):
     """The record's transaction was aborted before the record was sent: by
     ``abort_transaction()``, or because an earlier error made the transaction abortable (Java's

@@ -45,10 +45,13 @@ class SaslStep:
 class SaslAuthenticator:
     """One connection's SASL exchange; see the module docstring."""
 
-    def __init__(self, credentials: SaslCredentials, address: str, *, reauthentication: bool = False):
+    def __init__(self, credentials: SaslCredentials, address: str, *, reauthentication: bool = False,
+                 token: Any = None):
+        """``token``: OAUTHBEARER's, got by the caller from ``credentials.token_cache`` (the
+        network client without waiting, a blocking connection within its timeout)."""
         self._credentials = credentials
         self._address = address
-        self._mechanism: SaslMechanism = mechanism_for(credentials)
+        self._mechanism: SaslMechanism = mechanism_for(credentials, token)
         self._handshake_done = False
         self.complete = False
         self.reauthentication = reauthentication

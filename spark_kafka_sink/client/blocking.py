@@ -10,7 +10,9 @@ connection, and socket errors surface as KafkaConnectionError naming the address
 With ``security`` (:class:`~.security.ConnectionSecurity`), the socket is wrapped in TLS (the
 handshake bounded by ``timeout_s``; a failure raises :class:`SslAuthenticationError`) and, after
 ApiVersions, SASL runs as in the network client (``authenticator``); a refusal raises the
-:class:`AuthenticationError` the broker's code names.
+:class:`AuthenticationError` the broker's code names. An OAUTHBEARER token is waited for at most
+``timeout_s`` too (it is fetched on the token cache's own thread), so a stuck token endpoint
+cannot hold the connection longer.
 """
 
 from __future__ import annotations
@@ -59,7 +61,9 @@ class BlockingConnection:
                 self._sock = self._wrap_tls(self._sock, host, security.ssl_context)
             self._versions = self._fetch_api_versions()
             if security.sasl is not None:
-                self._authenticate(SaslAuthenticator(security.sasl, self.address))
+                cache = security.sasl.token_cache     # OAUTHBEARER: its token, within timeout_s
+                token = cache.token(timeout_s) if cache is not None else None
+                self._authenticate(SaslAuthenticator(security.sasl, self.address, token=token))
         except BaseException:
             self.close()
             raise

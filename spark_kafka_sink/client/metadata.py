@@ -31,6 +31,15 @@ Timeouts say why: which bootstrap addresses were tried and the last connection e
 broker has answered yet; that the cluster answered and the topic does not exist (auto-creation is
 off); or that it exists with fewer partitions.
 
+The cluster id: every answer's cluster id is compared with the last one seen (a rebootstrap
+forgets the brokers, not the cluster id). A different one means the cluster behind the same
+addresses was replaced (a new cluster, not a restart): the answer replaces the old snapshot whole,
+as every answer does (nothing of the old cluster's partitions, leaders or leader epochs is kept),
+a WARNING names both ids, and :attr:`Metadata.cluster_change` records the change with a new
+generation. The producer's sender acts on it: its producer id, sequences and in-flight requests
+belong to the old cluster. KIP-951 leader hints carry the generation their request was sent in
+(:meth:`Metadata.update_leaders`): a hint from the old cluster is not applied to the new one.
+
 Errors for a topic that waiting cannot fix (TOPIC_AUTHORIZATION_FAILED, INVALID_TOPIC_EXCEPTION)
 and fatal errors (:meth:`fatal_error`, e.g. the broker supports no Metadata version we speak, or
 a failed authentication) are raised to the threads waiting in :meth:`await_topic`; a successful
@@ -42,6 +51,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from ..clock import Clock
@@ -56,6 +66,16 @@ from .cluster_snapshot import ClusterSnapshot
 log = logging.getLogger(__name__)
 
 FATAL_TOPIC_ERRORS = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.INVALID_TOPIC_EXCEPTION})
+
+
+@dataclass(frozen=True)
+class ClusterChange:
+    """A Metadata answer named another cluster id than the one before: the cluster behind the
+    same addresses was replaced. ``generation`` counts the changes (the first is 1)."""
+
+    previous: str
+    current: str
+    generation: int
 
 
 class Metadata:
@@ -90,6 +110,8 @@ class Metadata:
         self._requests_sent = 0                    # Metadata requests sent so far
         self._answered = 0                         # _requests_sent when the last update was applied
         self._missing: dict[str, int] = {}         # topic -> partition count an answer confirmed
+        self._cluster_id: str | None = None        # the last cluster id an answer carried
+        self._cluster_change: ClusterChange | None = None
 
     # --- reads ----------------------------------------------------------------------------------
 
@@ -102,6 +124,22 @@ class Metadata:
     def update_version(self) -> int:
         """Bumped by every successful update."""
         return self._version
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The cluster id of the last answer that had one (kept across a rebootstrap)."""
+        return self._cluster_id
+
+    @property
+    def cluster_change(self) -> ClusterChange | None:
+        """The last change of cluster id (see the module doc), or None."""
+        return self._cluster_change
+
+    @property
+    def cluster_generation(self) -> int:
+        """How many times the cluster id changed: 0 until it does."""
+        change = self._cluster_change
+        return 0 if change is None else change.generation
 
     @property
     def last_successful_update_ms(self) -> int | None:
@@ -234,6 +272,7 @@ class Metadata:
         with self._cond:
             if self._closed:
                 return self._snapshot
+            change = self._note_cluster_id(snapshot.cluster_id)
             self._version += 1
             self._answered = self._requests_sent
             self._connection_errors.clear()
@@ -252,16 +291,28 @@ class Metadata:
                 self._request_immediate_update()
             self._snapshot = snapshot
             self._cond.notify_all()
+        if change is not None:
+            log.warning("the cluster behind bootstrap.servers (%s) changed: cluster id %s, now %s. "
+                        "Its metadata replaces the old cluster's whole; records acknowledged "
+                        "before are in cluster %s, not in %s", ", ".join(self._bootstrap),
+                        change.previous, change.current, change.previous, change.current)
         _log_topic_errors(response)
         return snapshot
 
     def update_leaders(self, leaders: Mapping[TopicPartition, tuple[int, int]],
-                       nodes: Iterable[Node] = ()) -> frozenset[TopicPartition]:
+                       nodes: Iterable[Node] = (), *,
+                       cluster_generation: int | None = None) -> frozenset[TopicPartition]:
         """Apply KIP-951 leader hints (a Produce response's current leaders and node endpoints)
         without waiting for a Metadata round trip; the partitions that moved
-        (:meth:`ClusterSnapshot.with_leaders`). Not an update: the version and refresh timing stay."""
+        (:meth:`ClusterSnapshot.with_leaders`). Not an update: the version and refresh timing stay.
+        ``cluster_generation``: :attr:`cluster_generation` when the request was sent; hints from a
+        cluster that was replaced since are ignored."""
         with self._cond:
             if self._closed:
+                return frozenset()
+            if cluster_generation is not None and cluster_generation != self.cluster_generation:
+                log.debug("ignoring leader hints from cluster %s: it was replaced",
+                          self._cluster_change.previous if self._cluster_change else None)
                 return frozenset()
             snapshot, moved = self._snapshot.with_leaders(leaders, nodes)
             self._snapshot = snapshot
@@ -311,6 +362,18 @@ class Metadata:
             self._cond.notify_all()
 
     # --- internals (call with the lock held unless noted) -----------------------------------------
+
+    def _note_cluster_id(self, cluster_id: str | None) -> ClusterChange | None:
+        """Remember ``cluster_id``; the change when it differs from the last one seen."""
+        previous = self._cluster_id
+        if not cluster_id:
+            return None
+        self._cluster_id = cluster_id
+        if previous is None or previous == cluster_id:
+            return None
+        self._cluster_change = ClusterChange(previous, cluster_id, self.cluster_generation + 1)
+        self._missing.clear()          # partition counts the old cluster confirmed
+        return self._cluster_change
 
     def _touch(self, topic: str, now_ms: int) -> bool:
         is_new = topic not in self._topics

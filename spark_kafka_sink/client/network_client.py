@@ -17,7 +17,12 @@ negotiates ApiVersions before it is READY, and every request's version is negoti
 that connection's answer. With SASL (``settings.sasl``) the connection then authenticates
 (``authenticator``: SaslHandshake, then SaslAuthenticate rounds) before it is READY, and, when the
 broker gives the session a lifetime (KIP-368), authenticates again on the same connection at 85-95%
-of it: new requests wait for that login, the ones in flight complete as usual.
+of it: new requests wait for that login, the ones in flight complete as usual. An OAUTHBEARER
+token is never fetched on this thread: a login whose token is not ready (the token cache fetches
+on a thread of its own) holds back its own node alone, and starts when the fetch wakes the poll;
+it fails when the fetch fails with no valid token left, or after
+``socket.connection.setup.timeout.ms`` without one. ``poll`` also starts the token's scheduled
+background refresh.
 
 Authentication failures (SASL refused, or a TLS handshake the selector reports failed) are not
 retried at once: the connection is closed, the node waits its reconnect backoff (growing with each
@@ -118,6 +123,9 @@ class NetworkClient:
         self._reauth_at_ms: dict[int, int] = {}   # node -> when its SASL session needs a new login
         self._reauthenticating: set[int] = set()
         self._token_cache = settings.sasl.token_cache if settings.sasl is not None else None
+        self._awaiting_token: dict[int, int] = {}  # node -> when its login began waiting for a token
+        if self._token_cache is not None:
+            self._token_cache.add_listener(self.wakeup)   # a fetch ended: resume the waiting logins
         self._metadata = metadata
         self._clock = clock
         self._settings = settings
@@ -248,6 +256,7 @@ class NetworkClient:
         if self._token_cache is not None:
             self._token_cache.maybe_refresh()   # on schedule, on its own thread, not at a login
         early: list[ClientResponse] = []
+        self._resume_token_waits(early, now_ms)
         self._maybe_reauthenticate(early, now_ms)
         metadata_timeout = self.maybe_update_metadata(now_ms)
         wait_ms = self._poll_timeout(timeout_ms, metadata_timeout, now_ms)
@@ -330,6 +339,8 @@ class NetworkClient:
         if self._closed:
             return
         self._closed = True
+        if self._token_cache is not None:
+            self._token_cache.remove_listener(self.wakeup)
         self._metadata.set_waker(None)
         self._selector.close()
         self._metadata.close()
@@ -533,17 +544,63 @@ class NetworkClient:
 
     def _start_authentication(self, node_id: int, responses: list[ClientResponse],
                               now_ms: int, *, reauthentication: bool = False) -> None:
-        assert self._settings.sasl is not None
         if reauthentication:
             self._reauthenticating.add(node_id)
         else:
             self._states.authenticating(node_id)
+        self._login(node_id, responses, now_ms)
+
+    def _login(self, node_id: int, responses: list[ClientResponse], now_ms: int) -> None:
+        """Start the SASL exchange, once its OAUTHBEARER token is ready: the token cache is only
+        polled, never waited on (its fetches run on a thread of their own), so a login whose token
+        is not ready holds back its own node alone, until the fetch ends and wakes the poll
+        (:meth:`_resume_token_waits`)."""
+        assert self._settings.sasl is not None
+        reauthentication = node_id in self._reauthenticating
+        token = None
+        if self._token_cache is not None:
+            answer = self._token_cache.poll()
+            if answer.pending:
+                if node_id not in self._awaiting_token:
+                    log.debug("node %d: the login waits for an OAuth token from %s", node_id,
+                              self._token_cache.describe())
+                self._awaiting_token.setdefault(node_id, now_ms)
+                return
+            self._awaiting_token.pop(node_id, None)
+            if answer.error is not None:
+                self._authentication_failed(node_id, AuthenticationError(
+                    f"{self._login_name(reauthentication)} with {self._address(node_id)}: no OAuth "
+                    f"token: {answer.error}"), responses, now_ms)
+                return
+            token = answer.token
         authenticator = SaslAuthenticator(self._settings.sasl, self._address(node_id),
-                                          reauthentication=reauthentication)
+                                          reauthentication=reauthentication, token=token)
         self._authenticators[node_id] = authenticator
         log.debug("node %d: %s with %r", node_id,
                   "re-authenticating" if reauthentication else "authenticating", authenticator)
         self._send_sasl_step(node_id, authenticator.first_request(), responses, now_ms)
+
+    def _resume_token_waits(self, responses: list[ClientResponse], now_ms: int) -> None:
+        """Logins waiting for an OAuth token: start those whose token is ready now, fail those
+        whose token fetch failed, or that waited ``socket.connection.setup.timeout.ms``."""
+        limit_ms = self._settings.socket_connection_setup_timeout_ms
+        for node_id, since_ms in list(self._awaiting_token.items()):
+            if node_id not in self._connections:
+                del self._awaiting_token[node_id]
+            elif now_ms - since_ms >= limit_ms:
+                del self._awaiting_token[node_id]
+                assert self._token_cache is not None
+                self._authentication_failed(node_id, AuthenticationError(
+                    f"{self._login_name(node_id in self._reauthenticating)} with "
+                    f"{self._address(node_id)}: no OAuth token from {self._token_cache.describe()} "
+                    f"within {limit_ms} ms (socket.connection.setup.timeout.ms)"), responses, now_ms)
+            else:
+                self._login(node_id, responses, now_ms)
+
+    def _login_name(self, reauthentication: bool) -> str:
+        assert self._settings.sasl is not None
+        what = "re-authentication" if reauthentication else "authentication"
+        return f"SASL {self._settings.sasl.mechanism} {what}"
 
     def _maybe_reauthenticate(self, responses: list[ClientResponse], now_ms: int) -> None:
         """KIP-368: log in again on a READY connection whose SASL session is due, once it can
@@ -607,8 +664,7 @@ class NetworkClient:
         """Close, back off, remember the error and raise it to the metadata waiters."""
         log.error("authentication with node %d failed: %s", node_id, error)
         if self._auth_observer is not None:
-            authenticator = self._authenticators.get(node_id)
-            self._auth_observer(authenticator is not None and authenticator.reauthentication, False)
+            self._auth_observer(node_id in self._reauthenticating, False)
         self._metadata.connection_failed(self._address(node_id), str(error))
         self._auth_errors[node_id] = error
         if self._states.is_connected(node_id) or self._states.is_connecting(node_id):
@@ -630,6 +686,7 @@ class NetworkClient:
         self._connections.pop(node_id, None)
         self._needs_api_versions.pop(node_id, None)
         self._authenticators.pop(node_id, None)
+        self._awaiting_token.pop(node_id, None)
         self._reauth_at_ms.pop(node_id, None)
         self._reauthenticating.discard(node_id)
         for request in self._in_flight.clear_all(node_id):
@@ -642,8 +699,11 @@ class NetworkClient:
     def _poll_timeout(self, timeout_ms: int, metadata_timeout_ms: int, now_ms: int) -> int:
         """The wait bounded by the metadata timing and the nearest request or setup deadline."""
         # a login already due waits for its pipeline to drain: the completions wake the poll
+        token_wait_ms = self._settings.socket_connection_setup_timeout_ms
         deadlines = (self._in_flight.next_deadline_ms(), self._states.next_setup_deadline_ms(),
-                     min((d for d in self._reauth_at_ms.values() if d > now_ms), default=None))
+                     min((d for d in self._reauth_at_ms.values() if d > now_ms), default=None),
+                     min((since + token_wait_ms for since in self._awaiting_token.values()),
+                         default=None))
         bound = min([timeout_ms, metadata_timeout_ms, self._settings.request_timeout_ms]
                     + [max(d - now_ms, 0) + 1 for d in deadlines if d is not None])
         return max(bound, 0)

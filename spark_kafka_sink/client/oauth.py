@@ -18,12 +18,15 @@ principal it names and the SASL extensions to send with it, such as Confluent Cl
 
 :class:`TokenCache` holds one producer's current token and fetches a new one when none is held or
 when about 80% of the held one's lifetime has passed (jittered by ±5% of it, so a fleet of
-executors does not refresh in step); that refresh runs on a thread of its own, so a login on the
-network thread meanwhile gets the held token at once, unless 90% of its lifetime has passed (a
-login with it would get a session of moments): then the login waits for the new one. A failed fetch keeps the held token while it is still valid
-and tries again after a backoff that doubles up to a minute; with no valid token left the
-fetch's error is raised as an :class:`~spark_kafka_sink.errors.AuthenticationError` naming the
-source (its endpoint or function), never a token or a secret. A token's value and the
+executors does not refresh in step). Every fetch runs on a thread of its own, never on a caller's:
+the network thread only polls (:meth:`TokenCache.poll`), so a login whose token is not ready holds
+back its own connection alone while the other nodes go on, and a blocking caller (the driver's
+preflight, admin calls) waits at most its own timeout (:meth:`TokenCache.token`). The held token
+serves logins until 90% of its lifetime; past that a login waits for the new one (it would get a
+session of moments) unless the last fetch failed. A failed fetch keeps the held token while it is
+still valid and is tried again after a backoff that doubles up to a minute; with no valid token
+left the fetch's error is raised as an :class:`~spark_kafka_sink.errors.AuthenticationError`
+naming the source (its endpoint or function), never a token or a secret. A token's value and the
 ``sasl.oauthbearer.config`` string never appear in a repr, a log line or an error.
 """
 
@@ -36,6 +39,7 @@ import logging
 import random
 import re
 import threading
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
 
 from ..clock import SYSTEM_CLOCK, Clock
@@ -45,6 +49,7 @@ from .oauth_token import OAuthToken, check_extensions
 log = logging.getLogger(__name__)
 
 __all__ = ["OAuthToken", "TokenSource", "CallbackTokenSource", "UnsecuredJwtSource", "TokenCache",
+           "TokenPoll",
            "parse_extensions", "check_extensions", "import_provider", "token_source_from",
            "REFRESH_FRACTION"]
 
@@ -217,6 +222,13 @@ def token_source_from(config: Any, login: Any = None, *, resolve: bool = True) -
                           f"{'; '.join(chosen)}")
     extensions = parse_extensions(config.sasl_oauthbearer_extensions)
     kind = chosen[0]
+    oidc = kind == "sasl.oauthbearer.method=oidc" or jaas_oidc
+    if not oidc:
+        endpoint_trust = [name for name in ("https.ca.location", "https.ca.pem")
+                          if getattr(config, name.replace(".", "_"), None) is not None]
+        if endpoint_trust:
+            raise ConfigError(f"{' and '.join(endpoint_trust)} name the CAs of an OIDC token endpoint, "
+                              f"but the token source is {kind}")
     if kind == "oauth_cb":
         callback = config.oauth_cb
         label = f"oauth_cb {getattr(callback, '__module__', '?')}.{getattr(callback, '__qualname__', '?')}"
@@ -249,7 +261,7 @@ def token_source_from(config: Any, login: Any = None, *, resolve: bool = True) -
         return OidcTokenSource.from_settings(
             config, client_id=options.get("clientId"), client_secret=options.get("clientSecret"),
             scope=options.get("scope"), extensions={**_jaas_extensions(options), **extensions},
-            where="sasl.jaas.config (clientId, clientSecret)")
+            where="sasl.jaas.config (clientId, clientSecret)", login_options=options)
     return OidcTokenSource.from_settings(
         config, client_id=config.sasl_oauthbearer_client_id,
         client_secret=config.sasl_oauthbearer_client_secret, scope=config.sasl_oauthbearer_scope,
@@ -288,16 +300,33 @@ def _with_extensions(source: TokenSource, extensions: Mapping[str, str]) -> Toke
     return _WithExtensions(source, extensions) if extensions else source
 
 
+@dataclass(frozen=True)
+class TokenPoll:
+    """What :meth:`TokenCache.poll` found: a usable ``token``; or the ``error`` of the last fetch
+    when no valid token is held and the next fetch waits its backoff; or neither: a fetch is
+    running (or was just started) and the caller should look again once it ends."""
+
+    token: OAuthToken | None = None
+    error: AuthenticationError | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.token is None and self.error is None
+
+
 class TokenCache:
     """One producer's current token; see the module docstring. Thread safe.
 
-    The first token (and any token once the held one expired) is fetched by the caller of
-    :meth:`token`: nothing can log in without it. A refresh of a still-valid token runs on its
-    own thread (``spawn``), started on schedule by :meth:`maybe_refresh` (the network client
-    calls it every poll) or by a login that finds it due, so the network thread never waits on
-    an identity provider for it; only a login past 90% of the held token's lifetime (the refresh
-    late or failing) waits, for the running refresh or for a fetch of its own. Whatever a token
-    source raises becomes an :class:`AuthenticationError` naming the source."""
+    Every fetch runs on a thread of its own (``spawn``), one at a time, never on the caller's:
+    the network thread asks with :meth:`poll`, which never waits (a login whose token is not
+    ready waits for a wake-up from :meth:`add_listener`, its node alone held back), and a
+    blocking caller with :meth:`token`, which waits at most its ``timeout_s``. A token is usable
+    until 90% of its lifetime; past that, with a fetch running or possible, a login waits for the
+    new one (it would get a session of moments), and once that fetch failed it takes the held
+    token while it is valid. The refresh of a valid token starts at about 80% of its lifetime
+    (:meth:`maybe_refresh`, which the network client calls every poll, or any login). A failed
+    fetch is retried after a backoff doubling up to a minute; whatever a token source raises
+    becomes an :class:`AuthenticationError` naming the source."""
 
     def __init__(self, source: TokenSource, *, clock: Clock = SYSTEM_CLOCK,
                  rng: random.Random | None = None,
@@ -312,7 +341,9 @@ class TokenCache:
         self._late_at_ms = 0
         self._failures = 0
         self._retry_at_ms = 0
-        self._refreshing = False
+        self._error: AuthenticationError | None = None   # the last fetch's, until one succeeds
+        self._fetching = False
+        self._listeners: list[Callable[[], None]] = []
         self.fetches = 0  # successful fetches (the tests check a token source is asked again)
 
     @property
@@ -322,73 +353,113 @@ class TokenCache:
     def describe(self) -> str:
         return self._source.describe()
 
-    def token(self) -> OAuthToken:
-        """A valid token: the held one (refreshed in the background once due), else a new one."""
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` (from the fetching thread; it must be quick) after every fetch."""
         with self._cond:
-            now = self._clock.now_ms()
-            held = self._token
-            valid = held is not None and now < held.expires_at_ms
-            if valid and now >= self._late_at_ms and self._refreshing:
-                # the refresh is late: wait for it (not past the held token's end), not a second fetch
-                self._cond.wait_for(lambda: not self._refreshing,
-                                    timeout=max(held.expires_at_ms - now, 0) / 1000)
-                now = self._clock.now_ms()
-                held = self._token
-                valid = held is not None and now < held.expires_at_ms
-            if not valid or (now >= self._late_at_ms and now >= self._retry_at_ms):
-                # none, or the refresh is late: a login now would get a session of moments
-                try:
-                    return self._store(self._fetch(now), now)
-                except AuthenticationError as exc:
-                    self._failed(now)
-                    if valid:
-                        return held
-                    raise AuthenticationError(f"no OAuth token: {exc}") from None
-            due = self._due(now)
-        if due:
-            self._start_refresh()
-        return held
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[], None]) -> None:
+        with self._cond:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    def poll(self) -> TokenPoll:
+        """The token a login may use now, never waiting: see :class:`TokenPoll`. Starts the fetch
+        that is due (in the background)."""
+        with self._cond:
+            answer, start = self._poll_locked(self._clock.now_ms())
+        if start:
+            self._start_fetch()
+            with self._cond:                 # a fetch that ended at once (a test's spawn)
+                answer, _ = self._poll_locked(self._clock.now_ms(), start=False)
+        return answer
+
+    def token(self, timeout_s: float) -> OAuthToken:
+        """A usable token, waiting up to ``timeout_s`` for a fetch (not on this thread);
+        AuthenticationError naming the source when there is none by then, or the fetch failed."""
+        deadline_ms = self._clock.monotonic_ms() + int(timeout_s * 1000)
+        while True:
+            answer = self.poll()
+            if answer.token is not None:
+                return answer.token
+            if answer.error is not None:
+                raise AuthenticationError(f"no OAuth token: {answer.error}") from None
+            with self._cond:
+                left_ms = deadline_ms - self._clock.monotonic_ms()
+                if left_ms <= 0:
+                    raise AuthenticationError(f"no OAuth token: {self._source.describe()} gave none "
+                                              f"within {timeout_s:g} s")
+                if self._fetching and not self._cond.wait(left_ms / 1000):
+                    raise AuthenticationError(f"no OAuth token: {self._source.describe()} gave none "
+                                              f"within {timeout_s:g} s")
 
     def maybe_refresh(self) -> None:
         """Start the background refresh when it is due (cheap when it is not)."""
         with self._cond:
-            held = self._token
-            due = held is not None and self._due(self._clock.now_ms())
-        if due:
-            self._start_refresh()
+            now = self._clock.now_ms()
+            start = (self._token is not None and not self._fetching and now >= self._refresh_at_ms
+                     and now >= self._retry_at_ms)
+            if start:
+                self._fetching = True
+        if start:
+            self._start_fetch()
 
-    def _due(self, now: int) -> bool:
-        """Under the lock: a refresh should start now (and is then marked running)."""
-        if now < self._refresh_at_ms or now < self._retry_at_ms or self._refreshing:
-            return False
-        self._refreshing = True
-        return True
+    def _poll_locked(self, now: int, *, start: bool = True) -> tuple[TokenPoll, bool]:
+        """Under the lock: the answer, and whether a fetch was marked to start (by the caller,
+        outside the lock)."""
+        held = self._token
+        valid = held is not None and now < held.expires_at_ms
+        can_fetch = start and not self._fetching and now >= self._retry_at_ms
+        wanted = not valid or now >= self._refresh_at_ms
+        if can_fetch and wanted:
+            self._fetching = True
+        fetching = self._fetching
+        if valid and (now < self._late_at_ms or not fetching):
+            return TokenPoll(held), fetching and can_fetch and wanted
+        if fetching:
+            return TokenPoll(), can_fetch and wanted
+        return TokenPoll(error=self._error or AuthenticationError(
+            f"{self._source.describe()} gave no token yet")), False
 
-    def _start_refresh(self) -> None:
+    def _start_fetch(self) -> None:
         try:
-            self._spawn(self._refresh)      # outside the lock: the refresh takes it to store
-        except Exception:                   # noqa: BLE001 - no thread: a login will fetch instead
-            with self._cond:
-                self._refreshing = False
-                self._cond.notify_all()
-            raise
+            self._spawn(self._run_fetch)    # outside the lock: the fetch takes it to store
+        except Exception as exc:  # noqa: BLE001 - no thread: a failed fetch, tried again after a backoff
+            self._fetch_ended(None, AuthenticationError(
+                f"{self._source.describe()}: cannot start a token fetch: {type(exc).__name__}"))
 
-    def _refresh(self) -> None:
-        """The background refresh, outside the lock (a login meanwhile gets the held token): a
-        new token, or the failure counted for the next try."""
-        now = self._clock.now_ms()
+    def _run_fetch(self) -> None:
+        """The fetch, on its own thread, outside the lock (logins meanwhile get the held token
+        or wait): a new token, or the failure counted for the next try."""
         try:
-            token = self._fetch(now)
-            with self._cond:
-                self._store(token, now)
+            token = self._fetch(self._clock.now_ms())
         except AuthenticationError as exc:
-            with self._cond:
-                self._failed(now)
-            log.warning("refreshing the OAuth token failed (the held one is still valid): %s", exc)
-        finally:
-            with self._cond:
-                self._refreshing = False
-                self._cond.notify_all()
+            self._fetch_ended(None, exc)
+        except BaseException as exc:        # noqa: BLE001 - never leave the fetch marked running
+            self._fetch_ended(None, AuthenticationError(
+                f"{self._source.describe()} failed: {type(exc).__name__}"))
+            raise
+        else:
+            self._fetch_ended(token, None)
+
+    def _fetch_ended(self, token: OAuthToken | None, error: AuthenticationError | None) -> None:
+        with self._cond:
+            now = self._clock.now_ms()
+            if token is not None:
+                try:
+                    self._store(token, now)
+                except AuthenticationError as exc:
+                    error = exc
+            if error is not None:
+                self._failed(now, error)
+            still_valid = self._token is not None and now < self._token.expires_at_ms
+            self._fetching = False
+            self._cond.notify_all()
+            listeners = list(self._listeners)
+        if error is not None and still_valid:
+            log.warning("refreshing the OAuth token failed (the held one is still valid): %s", error)
+        for listener in listeners:
+            listener()
 
     def _fetch(self, now: int) -> OAuthToken:
         """The source's token; anything it raises as an AuthenticationError naming it."""
@@ -404,7 +475,7 @@ class TokenCache:
         if token.expires_at_ms <= now:
             raise AuthenticationError(f"{self._source.describe()} returned a token that "
                                       f"expired {(now - token.expires_at_ms) / 1000:.0f} s ago")
-        self._token, self._failures, self._retry_at_ms = token, 0, 0
+        self._token, self._failures, self._retry_at_ms, self._error = token, 0, 0, None
         life = token.expires_at_ms - now
         jitter = self._rng.uniform(-REFRESH_JITTER, REFRESH_JITTER)
         self._refresh_at_ms = now + int(life * (REFRESH_FRACTION + jitter))
@@ -412,8 +483,9 @@ class TokenCache:
         self.fetches += 1
         return token
 
-    def _failed(self, now: int) -> None:
+    def _failed(self, now: int, error: AuthenticationError) -> None:
         self._failures += 1
+        self._error = error
         self._retry_at_ms = now + min(RETRY_BACKOFF_MS * 2 ** (self._failures - 1), RETRY_BACKOFF_MAX_MS)
 
     def __repr__(self) -> str:

@@ -29,8 +29,9 @@ The client checks that the server nonce extends its own, that the iteration coun
 password cannot complete the exchange. Failures raise :class:`SaslError` (an
 AuthenticationError) with a message that never contains the password.
 
-OAUTHBEARER sends one message, the token from the producer's :class:`~.oauth.TokenCache` with its
-SASL extensions (RFC 7628 §3.1, as Kafka's ``OAuthBearerClientInitialResponse``)::
+OAUTHBEARER sends one message, the token from the producer's :class:`~.oauth.TokenCache` (its
+caller gets it first: a mechanism never fetches one) with its SASL extensions (RFC 7628 §3.1, as
+Kafka's ``OAuthBearerClientInitialResponse``)::
 
     n,,\x01auth=Bearer <token>\x01<key>=<value>\x01...\x01\x01
 
@@ -70,10 +71,13 @@ class SaslMechanism(Protocol):
     def evaluate(self, challenge: bytes) -> bytes | None: ...
 
 
-def mechanism_for(credentials: SaslCredentials) -> SaslMechanism:
-    """A fresh mechanism (one per connection) for ``credentials``."""
+def mechanism_for(credentials: SaslCredentials, token: Any = None) -> SaslMechanism:
+    """A fresh mechanism (one per connection) for ``credentials``; OAUTHBEARER takes the
+    ``token`` (an :class:`~.oauth_token.OAuthToken`) its caller got from the token cache."""
     if credentials.mechanism == "OAUTHBEARER":
-        return OAuthBearerMechanism(credentials.token_cache)
+        if token is None:
+            raise SaslError("OAUTHBEARER: a login needs a token; none was given")
+        return OAuthBearerMechanism(token)
     if credentials.mechanism == "PLAIN":
         return PlainMechanism(credentials.username, credentials.password)
     hash_name = _SCRAM_HASHES.get(credentials.mechanism)
@@ -112,14 +116,15 @@ class PlainMechanism:
 
 
 class OAuthBearerMechanism:
-    """RFC 7628 client: the token (fetched, or refreshed, when the exchange starts) and its
-    extensions in one message; see the module docstring."""
+    """RFC 7628 client: the token (from the producer's token cache, ready before the exchange
+    starts: never fetched here, on the network thread) and its extensions in one message; see
+    the module docstring."""
 
     name = "OAUTHBEARER"
     SEPARATOR = "\x01"
 
-    def __init__(self, tokens: Any):
-        self._tokens = tokens
+    def __init__(self, token: Any):
+        self._token = token
         self._step = 0
         self._complete = False
         self._status: str | None = None
@@ -129,7 +134,7 @@ class OAuthBearerMechanism:
         return self._complete
 
     def initial_response(self) -> bytes:
-        token = self._tokens.token()
+        token = self._token
         extensions = "".join(f"{self.SEPARATOR}{key}={value}" for key, value in token.extensions.items())
         self._step = 1
         return f"n,,{self.SEPARATOR}auth=Bearer {token.value}{extensions}{self.SEPARATOR}{self.SEPARATOR}".encode()
@@ -152,7 +157,7 @@ class OAuthBearerMechanism:
         return self._status
 
     def __repr__(self) -> str:
-        return f"OAuthBearerMechanism({self._tokens!r})"
+        return f"OAuthBearerMechanism({self._token!r})"
 
 
 def _oauth_error(challenge: bytes) -> str:

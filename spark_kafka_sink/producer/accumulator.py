@@ -70,6 +70,7 @@ import threading
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from ..bytecodec import INT64_MAX
@@ -126,6 +127,25 @@ class ReadyCheckResult:
     ready_nodes: frozenset[int]
     next_ready_check_delay_ms: int
     unknown_leader_topics: frozenset[str]
+
+
+@dataclass(frozen=True)
+class PendingRecords:
+    """Records without an outcome yet (:meth:`RecordAccumulator.pending`): what a flush that
+    timed out names."""
+
+    records: int
+    batches: int
+    by_partition: Mapping[TopicPartition, int]
+
+    def __str__(self) -> str:
+        topics: dict[str, list[int]] = {}
+        for tp in sorted(self.by_partition, key=lambda tp: (tp.topic, tp.partition)):
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        where = "; ".join(f"topic {topic!r} partition{'s' if len(parts) > 1 else ''} "
+                          f"{', '.join(map(str, parts))}" for topic, parts in topics.items())
+        return (f"{self.records} record{'s' if self.records != 1 else ''} in {self.batches} "
+                f"batch{'es' if self.batches != 1 else ''}" + (f" ({where})" if where else ""))
 
 
 class IncompleteBatches:
@@ -762,6 +782,15 @@ class RecordAccumulator:
                 if queue.batches:
                     return True
         return False
+
+    def pending(self) -> PendingRecords:
+        """The records of every batch not done yet (queued or in flight), by partition."""
+        by_partition: dict[TopicPartition, int] = {}
+        batches = self._incomplete.copy_all()
+        for batch in batches:
+            tp = batch.topic_partition
+            by_partition[tp] = by_partition.get(tp, 0) + batch.record_count
+        return PendingRecords(sum(by_partition.values()), len(batches), MappingProxyType(by_partition))
 
     def has_incomplete(self) -> bool:
         """Whether any batch, queued or in flight, is not done yet."""

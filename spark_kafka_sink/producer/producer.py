@@ -603,7 +603,8 @@ class KafkaProducer:
         self._sender.wakeup()
         timeout_ms = None if timeout is None else int(timeout * 1000)
         if not self._accumulator.await_flush_completion(timeout_ms):
-            raise KafkaTimeoutError(f"flush did not complete within {timeout} s")
+            raise KafkaTimeoutError(f"flush did not complete within {timeout} s: "
+                                    f"{self._accumulator.pending()} still without an outcome")
 
     def close(self, timeout: float | None = None) -> None:
         """Deliver what is pending, then stop the sender thread and close every connection.

@@ -28,6 +28,16 @@ where it waits and is never drained, so a drained batch always goes out. A parti
 flight: muted once the request is handed to the client, unmuted when its response, disconnect or
 timeout is handled, whatever that handling raises. Expiry never stops later records.
 
+The cluster behind ``bootstrap.servers`` replaced (a Metadata answer with another cluster id,
+``Metadata.cluster_change``): seen at the top of each step and before each Produce answer is
+handled, before anything else is drained. The transaction manager resets the idempotent producer
+id and sequences (or fails a transactional producer): see :mod:`.transaction_manager`. A Produce
+request carries the cluster generation it was sent in; an answer that arrives after the
+generation changed is not trusted, by an idempotent producer: its batches fail with
+``ClusterChangedError`` (outcome unknown; the new cluster may have taken them for another
+producer's duplicates, or written them under the old producer id), and its leader hints are not
+applied.
+
 Close: :meth:`initiate_close` lets :meth:`run` finish what is queued and in flight, then close the
 client; :meth:`force_close` fails whatever is left at once with ``ProducerClosedError``.
 
@@ -55,7 +65,7 @@ from ..error_codes import ErrorCode
 from ..client.network_client import NetworkClient
 from ..client.requests import ClientRequest, ClientResponse
 from ..clock import Clock
-from ..errors import ProducerClosedError, UnsupportedVersionError
+from ..errors import ClusterChangedError, ProducerClosedError, UnsupportedVersionError
 from ..protocol.apis import PRODUCE
 from ..structs import TopicPartition
 from .accumulator import NO_DELAY_LIMIT_MS, ReadyCheckResult, RecordAccumulator
@@ -121,6 +131,7 @@ class Sender:
         self._in_flight: dict[TopicPartition, list[ProducerBatch]] = {}
         self._txn_requests = None if transaction_manager is None else TxnRequestSender(
             client=client, manager=transaction_manager, retry_backoff_ms=settings.retry_backoff_ms)
+        self._cluster_generation = metadata.cluster_generation   # the one acted on
         self._running = True
         self._forced = False
         self._death: ProducerClosedError | None = None
@@ -219,6 +230,7 @@ class Sender:
     def run_once(self) -> None:
         """One loop step: idempotence housekeeping, produce data, poll."""
         now_ms = self._clock.monotonic_ms()
+        self._check_cluster()
         manager = self._txn
         if manager is not None and manager.has_fatal_error:
             self._abort_batches(manager.last_error)
@@ -231,6 +243,15 @@ class Sender:
         init_timeout = self._maybe_send_txn_request(now_ms)
         timeout = min(init_timeout, self.send_producer_data(now_ms))
         self._client.poll(timeout, now_ms)
+
+    def _check_cluster(self) -> None:
+        """Act once on a change of cluster id (module docstring)."""
+        change = self._metadata.cluster_change
+        if change is None or change.generation == self._cluster_generation:
+            return
+        self._cluster_generation = change.generation
+        if self._txn is not None:
+            self._txn.cluster_changed(change.previous, change.current)
 
     def _abort_batches(self, exc: BaseException) -> None:
         """The producer failed fatally: fail every incomplete batch, queued or in flight (Java's
@@ -360,7 +381,8 @@ class Sender:
                            and manager.transaction_version < 2 else None)
             request = ClientRequest(node_id, PRODUCE, body, created_ms=now_ms, max_version=max_version,
                                     expect_response=acks != 0,
-                                    callback=partial(self._handle_produce_response, by_partition))
+                                    callback=partial(self._handle_produce_response, by_partition,
+                                                     self._cluster_generation))
             log.debug("sending %d batch(es) to node %d", len(batches), node_id)
             self._client.send(request, now_ms)
         except UnsupportedVersionError as exc:    # the broker speaks no Produce version of ours
@@ -395,17 +417,22 @@ class Sender:
     # --- responses ------------------------------------------------------------------------------
 
     def _handle_produce_response(self, batches: Mapping[TopicPartition, ProducerBatch],
-                                 response: ClientResponse) -> None:
-        """Runs inside ``client.poll``: decide every batch of the request."""
+                                 generation: int, response: ClientResponse) -> None:
+        """Runs inside ``client.poll``: decide every batch of the request, sent while the cluster
+        generation was ``generation``."""
         now_ms = response.received_ms
         if not response.disconnected and response.latency_ms is not None:
             self._metrics.on_response(response.node_id, response.latency_ms)
+        self._check_cluster()
+        if generation != self._cluster_generation and self._txn is not None:
+            self._fail_answered_after_cluster_change(batches)
+            return
         results = partition_results(response, batches)
         moved: frozenset[TopicPartition] = frozenset()
         if self._settings.use_leader_hints:
             hints, nodes = leader_hints(response)
             if hints:   # KIP-951: the new leaders now, not after a Metadata round trip
-                moved = self._metadata.update_leaders(hints, nodes)
+                moved = self._metadata.update_leaders(hints, nodes, cluster_generation=generation)
                 if moved:
                     log.info("moved %s to their new leaders from the Produce response (KIP-951)",
                              sorted(f"{tp.topic}-{tp.partition}" for tp in moved))
@@ -421,6 +448,28 @@ class Sender:
                     self._remove_and_deallocate(batch)
             finally:
                 if self._guarantee_order:        # its request is over, however it ended
+                    self._accumulator.unmute(tp)
+
+    def _fail_answered_after_cluster_change(self, batches: Mapping[TopicPartition, ProducerBatch]) -> None:
+        """An idempotent producer's request sent before the cluster changed, answered after:
+        whatever the answer says, its batches may or may not be written (module docstring)."""
+        change = self._metadata.cluster_change
+        for tp, batch in batches.items():
+            batch.in_flight = False
+            try:
+                if not batch.is_done:
+                    log.error("failing the batch of %d record(s) for %s: the cluster changed (cluster "
+                              "id %s, now %s) while its request was out", batch.record_count, tp,
+                              change.previous, change.current)
+                self._fail_batch(batch, ClusterChangedError(
+                    f"the cluster behind bootstrap.servers changed (cluster id {change.previous}, "
+                    f"now {change.current}) while the request carrying this record for {tp} was "
+                    f"out: it may or may not have been written, to cluster {change.previous}, or "
+                    f"to {change.current} under the producer id {change.previous} gave (which "
+                    f"{change.current} may take for another producer's). It is not sent again, "
+                    "so that it cannot be written twice"), adjust_sequence_numbers=False)
+            finally:
+                if self._guarantee_order:
                     self._accumulator.unmute(tp)
 
     def _complete_batch(self, batch: ProducerBatch, result: PartitionResult, now_ms: int, *,

@@ -58,6 +58,22 @@ transitions are one table, in :mod:`.txn_states`.
   flight that is not the next expected sequence is a gap no earlier batch can fill, so it bumps
   the epoch instead of waiting.
 
+- **The cluster was replaced** (:meth:`TransactionManager.cluster_changed`: a Metadata answer
+  named another cluster id behind the same addresses). The producer id, epoch and sequences were
+  given by the old cluster, and the new one may have given the same id to another producer: a
+  batch sent under them could be taken for that producer's duplicate and "acknowledged" at the
+  offset of the other producer's records, never written. So the idempotent producer forgets its
+  id (a new InitProducerId, before anything drains again) and every partition's sequences; the
+  batches waiting to be sent again (after a disconnect or an error; never answered by the new
+  cluster) stay tracked and are re-sequenced from 0 under the new id when it arrives, in order,
+  as Java re-sequences in-flight batches after an epoch bump: each is then written to the new
+  cluster once. Batches whose request was still out when the change was seen are failed by the
+  sender when answered (:class:`~spark_kafka_sink.errors.ClusterChangedError`: the outcome is
+  unknown, and sending them again could write them twice). Records the old cluster acknowledged
+  are in the old cluster; a WARNING names the partitions and both cluster ids. A transactional
+  producer cannot go on: fatal, with a ``ClusterChangedError`` naming both ids (its transaction,
+  epoch and coordinator were the old cluster's). Beyond Java, which only logs the new id.
+
 - **Transactions** (a ``transactional.id``): the caller's thread starts each step
   (:meth:`~TransactionManager.initialize_transactions`, :meth:`~TransactionManager.begin_transaction`,
   :meth:`~TransactionManager.begin_commit`, :meth:`~TransactionManager.begin_abort`) and waits on
@@ -89,7 +105,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import errors
-from ..errors import IllegalStateError, KafkaError, TransactionAbortedError
+from ..errors import ClusterChangedError, IllegalStateError, KafkaError, TransactionAbortedError
 from ..bytecodec import INT16_MAX
 from ..error_codes import ErrorCode
 from ..record.layout import INVALID_OFFSET
@@ -167,6 +183,8 @@ class TransactionManager:
         self._partitions = TxnPartitionMap()
         self._unresolved: dict[TopicPartition, int] = {}  # tp -> sequence after the expired batch
         self._to_rewrite: set[TopicPartition] = set()
+        self._rewrite_on_new_id: set[TopicPartition] = set()  # re-sequenced at the next InitProducerId
+        self._discard_next_id = False    # an InitProducerId in flight went to a replaced cluster
         self._epoch_bump_required = False
         self._last_error: BaseException | None = None
         # transactions (see the module docstring), under self._lock
@@ -220,14 +238,24 @@ class TransactionManager:
     def set_producer_id_and_epoch(self, producer_id: int, epoch: int) -> None:
         """InitProducerId answered: sequences of every partition restart under this id at drain."""
         self._transition("producer_id_received")
+        if self._discard_next_id:
+            self._discard_next_id = False
+            log.info("ignoring producer id %d from InitProducerId sent before the cluster changed; "
+                     "asking the new cluster", producer_id)
+            self._transition("reset_producer_id")
+            return
         log.info("ProducerId set to %d with epoch %d", producer_id, epoch)
-        self._producer_id_and_epoch = ProducerIdAndEpoch(producer_id, epoch)
+        self._producer_id_and_epoch = pid_epoch = ProducerIdAndEpoch(producer_id, epoch)
         self._epoch_bump_required = False
         self._to_rewrite.clear()
+        for tp in self._rewrite_on_new_id:
+            self._partitions.start_sequences_at_beginning(tp, pid_epoch)
+        self._rewrite_on_new_id.clear()
 
     def init_failed(self) -> None:
         """InitProducerId failed retriably; it will be sent again."""
         self._transition("init_failed")
+        self._discard_next_id = False
 
     def fatal_error(self, exception: BaseException) -> None:
         with self._lock:
@@ -235,6 +263,42 @@ class TransactionManager:
             self._state = TransactionState.FATAL_ERROR
             self._last_error = exception
             self._complete_result(exception)
+
+    def cluster_changed(self, previous: str, current: str) -> None:
+        """The cluster behind ``bootstrap.servers`` was replaced (cluster id ``previous``, now
+        ``current``): see the module docstring. Batches with ``in_flight`` set (a request still
+        out) stop being tracked: the sender fails them when they are answered."""
+        if self.has_fatal_error:
+            return
+        acknowledged = self._partitions.acknowledged_offsets()
+        if acknowledged:
+            shown = ", ".join(f"{tp.topic}-{tp.partition} up to offset {offset}"
+                              for tp, offset in sorted(acknowledged.items())[:5])
+            more = f" and {len(acknowledged) - 5} more" if len(acknowledged) > 5 else ""
+            log.warning("the cluster changed (cluster id %s, now %s): the records cluster %s "
+                        "acknowledged stay in %s and are not in %s (%s%s)", previous, current,
+                        previous, previous, current, shown, more)
+        if self.transactional_id is not None:
+            self.fatal_error(ClusterChangedError(
+                f"transactional.id {self.transactional_id!r}: the cluster behind bootstrap.servers "
+                f"changed (cluster id {previous}, now {current}). The producer's id and epoch, its "
+                f"coordinator and its open transaction were cluster {previous}'s: the records of "
+                f"that transaction are not committed, and none is written to {current}. Close this "
+                "producer; a new one registers its transactional.id with the new cluster"))
+            return
+        waiting = self._partitions.restart_all(keep=lambda batch: not batch.in_flight)
+        log.warning("the cluster changed (cluster id %s, now %s): the producer id %s was cluster "
+                    "%s's; asking %s for a new one. %d partition(s) have batches to send again, "
+                    "re-sequenced under the new id", previous, current,
+                    self._producer_id_and_epoch.producer_id, previous, current, len(waiting))
+        self._rewrite_on_new_id = set(waiting)
+        self._unresolved.clear()
+        self._to_rewrite.clear()
+        self._epoch_bump_required = False
+        if self._state is TransactionState.READY:
+            self.reset_producer_id()
+        elif self._state is TransactionState.INITIALIZING:
+            self._discard_next_id = True
 
     def reset_producer_id(self) -> None:
         """Forget the producer id (epoch exhausted): a new InitProducerId is needed."""

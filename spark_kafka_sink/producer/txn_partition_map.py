@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ..record.layout import INVALID_OFFSET
 from ..bytecodec import INT32_MAX
@@ -106,6 +106,26 @@ class TxnPartitionMap:
         entry.next_sequence = sequence
         entry.last_acked_sequence = NO_LAST_ACKED_SEQUENCE
         entry.acked_link = None
+
+    def restart_all(self, keep: Callable[[ProducerBatch], bool]) -> frozenset[TopicPartition]:
+        """Every partition starts again with no producer id (its sequences belong to a producer
+        id that is gone); of its batches in flight only those ``keep`` accepts stay tracked, to be
+        re-sequenced under the next id (:meth:`start_sequences_at_beginning`). Returns the
+        partitions that kept some."""
+        kept = set()
+        for tp, entry in list(self._entries.items()):
+            batches = [batch for batch in entry.in_flight if keep(batch)]
+            if not batches:
+                del self._entries[tp]
+                continue
+            self._entries[tp] = TxnPartitionEntry(in_flight=batches)
+            kept.add(tp)
+        return frozenset(kept)
+
+    def acknowledged_offsets(self) -> dict[TopicPartition, int]:
+        """The last acknowledged offset of every partition that has one."""
+        return {tp: entry.last_acked_offset for tp, entry in self._entries.items()
+                if entry.last_acked_offset != INVALID_OFFSET}
 
     def close_gap(self, batch: ProducerBatch) -> bool:
         """``batch`` failed and the broker wrote none of it (it refused it on its own, e.g. one

@@ -8,7 +8,9 @@ The steps follow Spark's ``KafkaWriteTask`` (docs/ARCHITECTURE.md, "A record's p
    counts acknowledged and failed records once per completed batch (a callback per record would
    cost the sending thread about half its speed). Sending stops at the first error seen, whether
    a batch failed or ``send`` raised.
-3. Flush (the worker may be SIGKILLed once idle: nothing flushes later), then check again.
+3. Flush (the worker may be SIGKILLed once idle: nothing flushes later), then check again. The
+   flush is bounded by ``kafka.delivery.timeout.ms`` plus a margin (:data:`FLUSH_MARGIN_S`): a
+   stuck producer fails the task, naming the records still pending, instead of hanging it.
 4. Release the lease in ``finally``.
 5. If any record failed, raise :class:`PartitionWriteError`: how many records failed, and the
    first error with its topic and partition.
@@ -44,7 +46,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from ..errors import KafkaError, is_record_error
+from ..errors import KafkaError, KafkaTimeoutError, is_record_error
 from ..producer.producer import KafkaProducer
 from ..producer.resumable import ResumableTransaction
 from ..producer.tally import DeliveryFailure, DeliveryTally
@@ -234,7 +236,7 @@ def run_task(config: SinkConfig, pool: Callable[[], ProducerPool], task: Callabl
     try:
         producer = lease.producer
         before = producer.metrics_snapshot()
-        _flushed(producer, lambda: send(producer, outcome))
+        _flushed(producer, lambda: send(producer, outcome), config.producer_config.delivery_timeout_ms)
         outcome.settle(config.producer_config.delivery_timeout_ms / 1000)
         after = producer.metrics_snapshot()
     finally:
@@ -256,7 +258,7 @@ def _run_transactional_task(config: SinkConfig, info: _TaskInfo, send: Callable[
         producer.init_transactions()
         producer.begin_transaction()
         before = producer.metrics_snapshot()
-        _flushed(producer, lambda: send(producer, outcome))
+        _flushed(producer, lambda: send(producer, outcome), producer_config.delivery_timeout_ms)
         outcome.settle(timeout_s)
         after = producer.metrics_snapshot()
         outcome.check()
@@ -374,15 +376,33 @@ class PartitionWriter:
         return f"PartitionWriter({self.sink_config!r}, {self.write_schema!r})"
 
 
-def _flushed(producer: Any, send: Callable[[], None]) -> None:
+FLUSH_MARGIN_S = 30.0
+"""The task's flush waits ``kafka.delivery.timeout.ms`` plus this long at most: by then every
+record has an outcome (it is failed at its delivery timeout) unless the producer is stuck."""
+
+
+def _flushed(producer: Any, send: Callable[[], None], delivery_timeout_ms: int) -> None:
     """``send()``, then ``producer.flush()`` even if ``send`` raised. A flush error surfaces only
-    when ``send`` succeeded, so it never hides the first error."""
+    when ``send`` succeeded, so it never hides the first error. The flush is bounded
+    (``delivery.timeout.ms`` plus :data:`FLUSH_MARGIN_S`): a stuck producer fails the task with
+    what is still pending rather than hanging it."""
     try:
         send()
     except BaseException:
         try:
-            producer.flush()
+            _bounded_flush(producer, delivery_timeout_ms)
         except Exception:  # noqa: BLE001 - the send error is the one to report
             log.warning("flush after a failed partition write also failed", exc_info=True)
         raise
-    producer.flush()
+    _bounded_flush(producer, delivery_timeout_ms)
+
+
+def _bounded_flush(producer: Any, delivery_timeout_ms: int) -> None:
+    timeout_s = delivery_timeout_ms / 1000 + FLUSH_MARGIN_S
+    try:
+        producer.flush(timeout_s)
+    except KafkaTimeoutError as error:
+        raise PartitionWriteError(
+            f"the producer's flush did not end within {timeout_s:g} s (kafka.delivery.timeout.ms="
+            f"{delivery_timeout_ms} plus {FLUSH_MARGIN_S:g} s): {error}; failing the task rather than "
+            f"waiting for ever (records still pending may yet be written)") from error

@@ -23,7 +23,9 @@ authentication, or ``client_id``/``client_secret`` in the form, and answers
 ``tls`` (a :class:`~spark_kafka_sink.embedded.TlsMaterial`, e.g. an embedded cluster's) serves
 HTTPS with its server certificate, which clients trust through its CA; without it, plain HTTP
 on 127.0.0.1 (our producer accepts plain HTTP only to loopback). :meth:`fail_next` makes the
-next answers an error, to test refresh failures. Client secrets never appear in a repr or a log.
+next answers an error, to test refresh failures; :meth:`redirect_next` a redirect; :meth:`stall`
+makes every answer trickle a byte at a time and never end (a stuck identity provider), until
+:meth:`unstall`. Client secrets never appear in a repr or a log.
 """
 
 from __future__ import annotations
@@ -67,6 +69,11 @@ class TokenEndpoint:
         self._lock = threading.Lock()
         self._issued: list[str] = []        # client ids, one per token handed out
         self._failures: list[int] = []      # HTTP statuses to answer next, in order
+        self._redirects: list[tuple[int, str]] = []   # (status, Location) to answer next
+        self._stall_s: float | None = None  # answers trickle a byte every this many seconds
+        self._closing = threading.Event()
+        self.stalled = 0                    # requests answered by trickling
+        self.credentials_received = 0       # requests that carried an HTTP Basic Authorization
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -87,6 +94,7 @@ class TokenEndpoint:
         return self
 
     def close(self) -> None:
+        self._closing.set()                 # ends the trickling answers
         server, self._server = self._server, None
         if server is not None:
             server.shutdown()
@@ -126,6 +134,22 @@ class TokenEndpoint:
         """Answer the next ``count`` token requests with HTTP ``status``."""
         with self._lock:
             self._failures.extend([status] * count)
+
+    def redirect_next(self, location: str, status: int = 302) -> None:
+        """Answer the next token request with HTTP ``status`` (a redirect) to ``location``."""
+        with self._lock:
+            self._redirects.append((status, location))
+
+    def stall(self, byte_every_s: float = 1.0) -> None:
+        """From now on answer every token request by trickling an endless header, one byte every
+        ``byte_every_s``: a client's per-read timeout never fires, only a whole deadline ends it."""
+        with self._lock:
+            self._stall_s = byte_every_s
+
+    def unstall(self) -> None:
+        """Answer token requests normally again (those trickling go on until their client leaves)."""
+        with self._lock:
+            self._stall_s = None
 
     def jwks(self) -> dict[str, Any]:
         """The JSON Web Key Set of the signing key (``signed=True`` only)."""
@@ -192,14 +216,28 @@ class TokenEndpoint:
 def _handler(endpoint: TokenEndpoint) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - the http.server name
+            self._count_credentials()
             if self.path.split("?")[0] != "/token":
                 self._send(HTTPStatus.NOT_FOUND, {"error": "not_found"})
+                return
+            with endpoint._lock:
+                stall_s = endpoint._stall_s
+                redirect = endpoint._redirects.pop(0) if endpoint._redirects else None
+            if stall_s is not None:
+                self._trickle(stall_s)
+                return
+            if redirect is not None:
+                self.send_response(redirect[0])
+                self.send_header("Location", redirect[1])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
                 return
             length = int(self.headers.get("Content-Length") or 0)
             form = dict(urllib.parse.parse_qsl(self.rfile.read(min(length, 1 << 16)).decode("utf-8", "replace")))
             self._send(*endpoint._answer_token(self.headers.get("Authorization"), form))
 
         def do_GET(self) -> None:  # noqa: N802
+            self._count_credentials()
             if self.path.split("?")[0] == "/jwks" and endpoint._key is not None:
                 self._send(HTTPStatus.OK, endpoint.jwks())
             else:
@@ -213,6 +251,26 @@ def _handler(endpoint: TokenEndpoint) -> type[BaseHTTPRequestHandler]:
             self.send_header("Cache-Control", "no-store")
             self.end_headers()
             self.wfile.write(data)
+
+        def _count_credentials(self) -> None:
+            if (self.headers.get("Authorization") or "").lower().startswith("basic "):
+                with endpoint._lock:
+                    endpoint.credentials_received += 1
+
+        def _trickle(self, byte_every_s: float) -> None:
+            with endpoint._lock:
+                endpoint.stalled += 1
+            self.close_connection = True
+            data = b"HTTP/1.1 200 OK\r\nX-Stalled: "
+            try:
+                for byte in data:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                while not endpoint._closing.wait(byte_every_s):
+                    self.wfile.write(b"z")
+                    self.wfile.flush()
+            except OSError:
+                return                      # the client gave up
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet, and no secrets
             return

@@ -3,7 +3,7 @@ unsecured validator), records verified with confluent-kafka over the PLAINTEXT l
 
 - tokens from a callback (``oauth_cb``), from an import path (``sasl.oauthbearer.token.provider``)
   and from OIDC client credentials against the testing kit's token endpoint over HTTPS (its
-  certificate from the broker's test CA, trusted through ``ssl.ca.location``);
+  certificate from the broker's test CA, trusted through the endpoint's own ``https.ca.location``);
 - a token the broker refuses fails the send at once, naming the token's source, never the token.
 """
 
@@ -80,6 +80,7 @@ def test_tokens_from_oidc_client_credentials_over_https(secured_kafka):
         props = oauth_props(secured_kafka, "SASL_SSL", **{
             "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": idp.url,
             "sasl.oauthbearer.client.id": "sink-client", "sasl.oauthbearer.client.secret": CLIENT_SECRET,
+            "https.ca.location": str(secured_kafka.tls.ca_path),
             "sasl.oauthbearer.scope": "kafka", "sasl.oauthbearer.extensions": "logicalCluster=lkc-test"})
         assert idp.url.startswith("https://127.0.0.1:")
         produce_and_verify(secured_kafka, props)
@@ -222,7 +223,7 @@ def test_oauth_secrets_and_tokens_never_appear_in_logs_errors_or_reprs(secured_k
         good = oauth_props(secured_kafka, "SASL_SSL", **{
             "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": idp.url,
             "sasl.oauthbearer.client.id": "grep-client", "sasl.oauthbearer.client.secret": CLIENT_SECRET,
-            "sasl.oauthbearer.config": config_string})
+            "https.ca.location": str(secured_kafka.tls.ca_path), "sasl.oauthbearer.config": config_string})
         produce_and_verify(secured_kafka, good)                      # a successful exchange
         tokens = [idp.token_for("grep-client")]
         bad = {**good, "sasl.oauthbearer.client.secret": "wrong-" + CLIENT_SECRET, "max.block.ms": 10_000}
@@ -246,3 +247,65 @@ def test_oauth_secrets_and_tokens_never_appear_in_logs_errors_or_reprs(secured_k
     assert "OIDC client 'grep-client'" in text and "invalid_client" in text and caplog.records
     for secret in (CLIENT_SECRET, config_string, "Cfg-Secret-9a1b", refused_token, *tokens):
         assert secret not in text
+
+
+# --- a token endpoint that stops answering (a trickle defeats per-read timeouts) ------------------
+
+def test_a_stalled_token_endpoint_never_holds_records_past_their_delivery_timeout(reauth_kafka):
+    """Sessions of 3 s, tokens of 4 s: once the endpoint trickles, the refresh and then every login
+    wait for a token; the network thread goes on and fails each record at its delivery timeout."""
+    topic = f"oauth-stall-{uuid.uuid4().hex[:8]}"
+    create_topic(reauth_kafka.bootstrap_servers, topic, 2)
+    with TokenEndpoint({"sink-client": CLIENT_SECRET}, lifetime_s=4) as idp:
+        props = oauth_props(reauth_kafka, **{
+            "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": idp.url,
+            "sasl.oauthbearer.client.id": "sink-client", "sasl.oauthbearer.client.secret": CLIENT_SECRET,
+            "request.timeout.ms": 2_000, "delivery.timeout.ms": 3_000, "max.block.ms": 1_000,
+            "socket.connection.setup.timeout.ms": 2_000})
+        with KafkaProducer(props) as producer:
+            producer.send(topic, b"before").result(10)
+            idp.stall(byte_every_s=0.5)
+            futures = []
+            deadline = time.monotonic() + 5                  # past the token's end
+            while time.monotonic() < deadline:
+                try:
+                    futures.append(producer.send(topic, b"during", partition=len(futures) % 2))
+                except AuthenticationError:
+                    pass                                     # a send may fail at once: no token
+                time.sleep(0.02)
+            stopped = time.monotonic()
+            producer.flush(timeout=3 + 5)                    # delivery.timeout.ms plus a margin
+            took = time.monotonic() - stopped
+            assert all(future.done() for future in futures)
+            failed = [f for f in futures if f.exception(0) is not None]
+        assert idp.stalled >= 1 and failed, "the stall was not reached"
+    assert took < 3 + 5, f"records stayed pending {took:.1f} s after sending stopped"
+
+
+def test_the_preflight_bound_holds_with_a_stalled_token_endpoint(secured_kafka):
+    import threading
+
+    from spark_kafka_sink.spark.options import SinkConfig
+    from spark_kafka_sink.spark.preflight import PreflightError, preflight
+
+    with TokenEndpoint({"sink-client": CLIENT_SECRET}) as idp:
+        idp.stall(byte_every_s=0.5)
+        props = oauth_props(secured_kafka, **{
+            "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": idp.url,
+            "sasl.oauthbearer.client.id": "sink-client", "sasl.oauthbearer.client.secret": CLIENT_SECRET,
+            "max.block.ms": 3_000})                          # the preflight's bound: 3 s
+        config = SinkConfig.from_options({"topic": "any-topic", **{f"kafka.{k}": v for k, v in props.items()}})
+        outcome = []
+
+        def run():
+            started = time.monotonic()
+            try:
+                preflight(config)
+            except PreflightError as error:
+                outcome.append((error, time.monotonic() - started))
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        thread.join(15)
+        assert not thread.is_alive(), "the preflight is still waiting for the token endpoint"
+    error, took = outcome[0]
+    assert took < 3 + 2 and "no OAuth token" in str(error) and "within 3 s" in str(error), (took, error)

@@ -93,7 +93,8 @@ def test_the_sink_authenticates_with_oidc_client_credentials(spark, secured):
         options = {**_sink_options(client, topic), "kafka.sasl.oauthbearer.method": "oidc",
                    "kafka.sasl.oauthbearer.token.endpoint.url": idp.url,
                    "kafka.sasl.oauthbearer.client.id": "spark-sink",
-                   "kafka.sasl.oauthbearer.client.secret": OIDC_SECRET}
+                   "kafka.sasl.oauthbearer.client.secret": OIDC_SECRET,
+                   "kafka.https.ca.location": str(secured.tls.ca_path)}   # the endpoint's own CAs
         sink = KafkaSink(options)
         assert OIDC_SECRET not in repr(sink)
         sink.write(spark.range(ROWS).selectExpr("cast(id as string) as value").repartition(2))

@@ -58,6 +58,7 @@ KAFKA_4_DEFAULTS = {
     "ssl.keystore.key": None, "ssl.keystore.certificate.chain": None, "ssl.key.password": None,
     "ssl.endpoint.identification.algorithm": "https",
     "ssl.ca.location": None, "ssl.certificate.location": None, "ssl.key.location": None,
+    "https.ca.location": None, "https.ca.pem": None,     # the OIDC token endpoint's CAs (librdkafka)
     # OAUTHBEARER: librdkafka's names and defaults (Java configures these through JAAS)
     "sasl.oauthbearer.method": "default", "sasl.oauthbearer.config": None, "oauth_cb": None,
     "sasl.oauthbearer.token.provider": None, "enable.sasl.oauthbearer.unsecure.jwt": False,
@@ -369,7 +370,7 @@ def test_secret_keys():
     assert set(SECRET_KEYS) == {
         "sasl.jaas.config", "sasl.password", "ssl.truststore.password", "ssl.truststore.certificates",
         "ssl.keystore.password", "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.key.password",
-        "sasl.oauthbearer.config", "sasl.oauthbearer.client.secret"}
+        "sasl.oauthbearer.config", "sasl.oauthbearer.client.secret", "https.ca.pem"}
 
 
 @pytest.mark.parametrize("name", SECRET_KEYS)

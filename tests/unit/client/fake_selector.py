@@ -32,7 +32,8 @@ def our_ranges() -> dict[int, tuple[int, int]]:
 
 
 def metadata_body(brokers: list[tuple[int, str, int]], topics: dict[str, int | tuple[int, int]],
-                  *, leaders: dict[tuple[str, int], int] | None = None) -> dict[str, Any]:
+                  *, leaders: dict[tuple[str, int], int] | None = None,
+                  cluster_id: str = "fake", leader_epoch: int = 0) -> dict[str, Any]:
     """A Metadata response body: ``topics`` maps name -> partition count, or -> (0, error code).
     Leaders go round-robin over the brokers unless ``leaders`` says otherwise."""
     ids = [b[0] for b in brokers]
@@ -45,11 +46,11 @@ def metadata_body(brokers: list[tuple[int, str, int]], topics: dict[str, int | t
         parts = []
         for p in range(spec):
             leader = leaders.get((name, p), ids[p % len(ids)] if ids else -1)
-            parts.append({"partition_index": p, "leader_id": leader, "leader_epoch": 0,
+            parts.append({"partition_index": p, "leader_id": leader, "leader_epoch": leader_epoch,
                           "replica_nodes": [leader], "isr_nodes": [leader]})
         out_topics.append({"name": name, "error_code": 0, "partitions": parts})
     return {"brokers": [{"node_id": n, "host": h, "port": p} for n, h, p in brokers],
-            "cluster_id": "fake", "controller_id": ids[0] if ids else -1, "topics": out_topics}
+            "cluster_id": cluster_id, "controller_id": ids[0] if ids else -1, "topics": out_topics}
 
 
 class FakeBroker:

@@ -85,3 +85,13 @@ def test_topics_with_partitions_is_exactly_the_topics_with_a_partition_count():
     for topic in ("t", "no-leader", "bad", "nope"):
         assert (topic in snap.topics_with_partitions) == bool(snap.partition_count(topic))
     assert ClusterSnapshot().topics_with_partitions == frozenset()
+
+
+def test_a_leader_hint_naming_a_node_with_no_known_address_is_ignored():
+    snap = ClusterSnapshot.from_metadata_response(_metadata_response())
+    tp = TopicPartition("t", 0)                                  # led by node 1, epoch 3
+    same, moved = snap.with_leaders({tp: (9, 4)})                # node 9: no address known
+    assert same is snap and moved == frozenset()
+    assert snap.leader_for(tp) == snap.nodes[1]
+    hinted, moved = snap.with_leaders({tp: (9, 4)}, [Node(9, "127.0.0.1", 9009)])
+    assert moved == {tp} and hinted.leader_for(tp) == Node(9, "127.0.0.1", 9009)

@@ -13,6 +13,7 @@ from spark_kafka_sink.errors import (
     TopicAuthorizationFailedError, UnsupportedVersionError,
 )
 from spark_kafka_sink.protocol import METADATA
+from spark_kafka_sink.structs import TopicPartition
 
 from ..fakes import FakeClock
 from .fake_selector import metadata_body
@@ -25,8 +26,8 @@ class NoJitter:
         return (a + b) / 2
 
 
-def response(topics: dict, brokers=BROKERS, version: int = 12):
-    data = METADATA.encode_response(version, metadata_body(brokers, topics))
+def response(topics: dict, brokers=BROKERS, version: int = 12, **body):
+    data = METADATA.encode_response(version, metadata_body(brokers, topics, **body))
     return METADATA.decode_response(version, data)
 
 
@@ -249,3 +250,47 @@ def test_used_snapshot_keeps_idle_expiry_exact():
     md.update(response({"t": 1}), start + 3_000 + 5_000)  # idle for exactly max.idle.ms: dropped
     assert md.topics == ()
     assert md.used_snapshot("t", start + 8_000) is None   # expired: back to the waiting path
+
+
+def test_a_successful_update_resets_the_failing_clock():
+    md = make()
+    md.update(response({}), 0)
+    md.failed_update(1_000)
+    assert md.failing_for_ms(2_000) == 1_000
+    md.update(response({}), 2_000)
+    assert md.failing_for_ms(2_500) == 0
+    md.failed_update(3_000)                       # failing again: counted from here, not from 1 000
+    assert md.failing_for_ms(3_500) == 500
+
+
+# --- the cluster id ---------------------------------------------------------------------------------
+
+def test_a_new_cluster_id_behind_the_same_addresses_is_a_cluster_change(caplog):
+    md = make()
+    md.update(response({"t": 1}, cluster_id="A"), 0)
+    md.update(response({"t": 1}, cluster_id="A"), 10)
+    assert (md.cluster_id, md.cluster_change, md.cluster_generation) == ("A", None, 0)
+    md.rebootstrap(20, "no broker the cluster named can be reached")
+    assert md.cluster_id == "A"                   # the brokers are forgotten, not the cluster
+    with caplog.at_level("WARNING"):
+        md.update(response({"t": 1}, cluster_id="B"), 30)
+    assert md.cluster_change.previous == "A" and md.cluster_change.current == "B"
+    assert md.cluster_generation == 1 and md.snapshot.cluster_id == "B"
+    assert "cluster id A, now B" in caplog.text
+    md.update(response({"t": 1}, cluster_id=None), 40)     # an answer without one changes nothing
+    assert md.cluster_id == "B" and md.cluster_generation == 1
+
+
+def test_the_new_clusters_lower_leader_epochs_replace_the_old_ones_and_old_hints_are_ignored():
+    """Nothing of cluster A's partitions survives B's first answer: B's epochs (lower than A's)
+    stand, B's hints above them apply, and a hint from a request sent to A does not."""
+    md = make()
+    tp = TopicPartition("t", 0)
+    md.update(response({"t": 1}, cluster_id="A", leader_epoch=7), 0)
+    old_generation = md.cluster_generation
+    md.update(response({"t": 1}, cluster_id="B", leader_epoch=0), 10)
+    assert md.snapshot.partition(tp).leader_epoch == 0
+    assert md.update_leaders({tp: (2, 8)}, cluster_generation=old_generation) == frozenset()
+    assert md.snapshot.partition(tp).leader_epoch == 0
+    assert md.update_leaders({tp: (2, 1)}, cluster_generation=md.cluster_generation) == {tp}
+    assert md.snapshot.leader_for(tp).node_id == 2 and md.snapshot.partition(tp).leader_epoch == 1

@@ -12,7 +12,7 @@ from spark_kafka_sink.client.metadata import Metadata
 from spark_kafka_sink.client.network_client import NetworkClient, NetworkSettings
 from spark_kafka_sink.client.requests import ClientRequest
 from spark_kafka_sink.errors import IllegalStateError, MetadataTimeoutError, UnsupportedVersionError
-from spark_kafka_sink.protocol import API_VERSIONS, METADATA, PRODUCE
+from spark_kafka_sink.protocol import API_VERSIONS, METADATA, PRODUCE, ServerFraming
 
 from ..fakes import FakeClock
 from .fake_selector import FakeBroker, FakeSelector, metadata_body, our_ranges
@@ -40,8 +40,9 @@ class Harness:
     """A client wired to brokers b1..b3 (node ids 1..3) that all serve the same Metadata."""
 
     def __init__(self, *, ranges: dict[int, dict] | None = None, brokers=BROKERS,
-                 topics=TOPICS, metadata_max_age_ms: int = 300_000, **settings):
-        self.clock = FakeClock()
+                 topics=TOPICS, metadata_max_age_ms: int = 300_000, clock: FakeClock | None = None,
+                 **settings):
+        self.clock = clock or FakeClock()
         self.sel = FakeSelector()
         self.topics = dict(topics)
         self.brokers = {}
@@ -632,6 +633,23 @@ def test_requests_in_flight_get_the_throttled_time_before_they_time_out():
     assert h.client._in_flight.timed_out_nodes(h.now) == [2]
 
 
+def test_a_throttled_answer_extends_the_deadline_of_the_requests_already_sent():
+    h, seen = throttle_harness()
+    h.brokers[2].hold = True
+    for _ in range(2):                                    # two requests out, unanswered
+        h.client.send(h.request(2), h.now)
+        h.poll()
+    first = h.brokers[2].requests_for(PRODUCE)[0]         # then the first is answered, throttled
+    h.sel.inject(2, ServerFraming.encode_response(first.api, first.version, first.correlation_id,
+                                                  throttled_answer(5_000)(first)))
+    assert [r.body.throttle_time_ms for r in h.poll()] == [5_000]
+    h.clock.advance(30_001)                               # past request.timeout.ms, within + 5 s
+    assert h.client.poll(0, h.now) == []
+    h.clock.advance(5_000)
+    (late,) = h.client.poll(0, h.now)
+    assert late.timed_out
+
+
 def test_a_throttle_time_before_kip_219_is_recorded_but_not_applied_by_the_client():
     h, seen = throttle_harness(produce_range=(3, 5))   # Produce v5: the broker delays instead
     h.client.send(h.request(2), h.now)
@@ -694,6 +712,21 @@ def test_when_no_known_broker_can_be_reached_the_client_starts_again_from_bootst
     responses = []
     poll_ticking(h, lambda: responses or responses.extend(h.poll()) or responses)
     assert [r.body.responses[0].partition_responses[0].base_offset for r in responses] == [42]
+
+
+def test_no_rebootstrap_while_one_known_broker_can_still_be_reached():
+    h = Harness()
+    h.bootstrap()
+    forget_b1(h)                                          # nodes 2 and 3
+    del h.sel.brokers[("b3", 9092)]                       # node 3 refuses connections
+    h.client.ready(3, h.now)
+    poll_ticking(h, lambda: h.client._states.unreachable(3))
+    for _ in range(5):                                    # updates go on through node 2
+        version = h.metadata.request_update(h.now)
+        poll_ticking(h, lambda: h.metadata.update_version > version)
+        h.client.ready(3, h.now)                          # and node 3 keeps failing
+    assert h.client._states.unreachable(3)
+    assert h.metadata.rebootstraps == 0 and sorted(h.metadata.snapshot.nodes) == [2, 3]
 
 
 def test_rebootstrap_is_off_with_strategy_none():

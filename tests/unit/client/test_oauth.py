@@ -37,22 +37,11 @@ def token_provider(config):
     return jwt({"sub": "provided", "exp": NOW_S + 600}), NOW_S + 600
 
 
-class FixedCache:
-    def __init__(self, token):
-        self._token = token
-
-    def token(self):
-        return self._token
-
-    def describe(self):
-        return "a fixed token"
-
-
 # --- the mechanism ------------------------------------------------------------------------------
 
 def test_the_client_message_is_rfc_7628_as_kafka_writes_it():
     token = OAuthToken("eyJhbGciOiJub25lIn0.eyJzdWIiOiJhIn0.", 1, "a", {"logicalCluster": "lkc-1", "pool": "p x"})
-    mechanism = OAuthBearerMechanism(FixedCache(token))
+    mechanism = OAuthBearerMechanism(token)
     assert mechanism.initial_response() == (
         b"n,,\x01auth=Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhIn0.\x01logicalCluster=lkc-1\x01pool=p x\x01\x01")
     assert not mechanism.complete
@@ -60,7 +49,7 @@ def test_the_client_message_is_rfc_7628_as_kafka_writes_it():
 
 
 def test_a_refusal_is_acknowledged_then_named_by_its_status_never_the_token():
-    mechanism = OAuthBearerMechanism(FixedCache(OAuthToken("abc.def.", 1)))
+    mechanism = OAuthBearerMechanism(OAuthToken("abc.def.", 1))
     mechanism.initial_response()
     assert mechanism.evaluate(b'{"status":"invalid_token","scope":"write"}') == b"\x01"
     assert mechanism.refusal == "status invalid_token, scope write" and not mechanism.complete
@@ -177,16 +166,25 @@ def now_spawn(work):
     work()
 
 
+def first_token(cache, works) -> OAuthToken:
+    """The first token of a cache whose fetches wait in ``works`` until run by hand."""
+    assert cache.poll().pending and len(works) == 1
+    works.pop()()
+    return cache.poll().token
+
+
 def test_the_cache_refreshes_at_80_percent_of_the_lifetime_in_the_background():
     clock = FakeClock()
     source = Counting(clock)
-    cache = TokenCache(source, clock=clock, rng=Middle(), spawn=now_spawn)
-    assert cache.token().value == "t1"
+    works = []
+    cache = TokenCache(source, clock=clock, rng=Middle(), spawn=works.append)
+    assert first_token(cache, works).value == "t1"
     clock.advance(79_999)
-    assert cache.token().value == "t1" and source.calls == 1
+    assert cache.token(5).value == "t1" and source.calls == 1 and not works
     clock.advance(1)
-    assert cache.token().value == "t1"        # the held token now; the refresh ran beside it
-    assert cache.token().value == "t2" and cache.fetches == 2
+    assert cache.token(5).value == "t1" and len(works) == 1   # the held token; the refresh started
+    works.pop()()                                             # ... and ran beside it
+    assert cache.token(5).value == "t2" and cache.fetches == 2
 
 
 def test_the_refresh_time_is_jittered_within_5_percent():
@@ -194,7 +192,7 @@ def test_the_refresh_time_is_jittered_within_5_percent():
     times = set()
     for seed in range(30):
         cache = TokenCache(Counting(clock), clock=clock, rng=random.Random(seed))
-        cache.token()
+        cache.token(5)
         times.add(cache._refresh_at_ms - clock.now_ms())
     assert min(times) >= 75_000 and max(times) <= 85_000 and len(times) > 20
 
@@ -203,20 +201,24 @@ def test_a_failed_refresh_keeps_the_valid_token_and_backs_off_then_fails_once_it
     clock = FakeClock()
     source = Counting(clock)
     cache = TokenCache(source, clock=clock, rng=Middle(), spawn=now_spawn)
-    cache.token()
+    cache.token(5)
     source.fail = True
     clock.advance(80_000)
-    assert cache.token().value == "t1" and source.calls == 2       # refresh failed, kept the valid one
+    assert cache.token(5).value == "t1" and source.calls == 2       # refresh failed, kept the valid one
     assert "refreshing the OAuth token failed" in caplog.text
     clock.advance(500)
-    assert cache.token().value == "t1" and source.calls == 2       # backing off (1 s)
+    assert cache.token(5).value == "t1" and source.calls == 2       # backing off (1 s)
     clock.advance(500)
-    assert cache.token().value == "t1" and source.calls == 3       # tried again, failed again
+    assert cache.token(5).value == "t1" and source.calls == 3       # tried again, failed again
     clock.advance(19_000)                                          # the token expired
     with pytest.raises(AuthenticationError, match="no OAuth token: the counting source is down"):
-        cache.token()
+        cache.token(5)
     source.fail = False
-    assert cache.token().value == "t5"
+    with pytest.raises(AuthenticationError, match="the counting source is down"):
+        cache.token(5)                                             # backing off (4 s): no fetch
+    assert source.calls == 4
+    clock.advance(4_000)
+    assert cache.token(5).value == "t5"
 
 
 def test_a_slow_refresh_never_holds_up_a_login():
@@ -232,24 +234,24 @@ def test_a_slow_refresh_never_holds_up_a_login():
             return super().fetch(now_ms)
     source = Slow(clock)
     cache = TokenCache(source, clock=clock, rng=Middle())       # a real background thread
-    cache.token()
+    cache.token(5)
     clock.advance(80_000)
     started = time.monotonic()
     for _ in range(5):
-        assert cache.token().value == "t1"    # at once, while the refresh waits on its "IdP"
+        assert cache.token(5).value == "t1"    # at once, while the refresh waits on its "IdP"
     assert time.monotonic() - started < 1.0
     release.set()
     deadline = time.monotonic() + 10
-    while cache.token().value != "t2" and time.monotonic() < deadline:
+    while cache.token(5).value != "t2" and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert cache.token().value == "t2" and source.calls == 2     # one refresh, not one per login
+    assert cache.token(5).value == "t2" and source.calls == 2     # one refresh, not one per login
 
 
 def test_an_already_expired_token_is_refused():
     clock = FakeClock()
     source = Counting(clock, life_s=-5)
     with pytest.raises(AuthenticationError, match="expired 5 s ago"):
-        TokenCache(source, clock=clock).token()
+        TokenCache(source, clock=clock).token(5)
 
 
 # --- the config chooses one source ------------------------------------------------------------
@@ -347,9 +349,9 @@ def test_an_unreachable_endpoint_and_a_failing_one_are_retried_by_the_cache():
         cache = TokenCache(OidcTokenSource(url, "sink", SECRET), clock=clock, rng=Middle())
         idp.fail_next(1, 503)
         with pytest.raises(AuthenticationError, match="HTTP 503: temporarily_unavailable"):
-            cache.token()
+            cache.token(5)
         clock.advance(1_000)
-        assert jwt_claims(cache.token().value)["sub"] == "sink" and idp.issued == 1
+        assert jwt_claims(cache.token(5).value)["sub"] == "sink" and idp.issued == 1
     with pytest.raises(AuthenticationError, match="cannot be reached"):
         OidcTokenSource(url, "sink", SECRET, timeout_s=2).fetch(0)
 
@@ -358,13 +360,13 @@ def test_a_late_refresh_makes_the_next_login_wait_for_a_new_token():
     clock = FakeClock()
     source = Counting(clock)
     cache = TokenCache(source, clock=clock, rng=Middle(), spawn=now_spawn)
-    cache.token()
+    cache.token(5)
     source.fail = True
     clock.advance(85_000)
-    assert cache.token().value == "t1" and source.calls == 2     # the refresh failed, backing off
+    assert cache.token(5).value == "t1" and source.calls == 2     # the refresh failed, backing off
     source.fail = False
     clock.advance(5_000)                                          # 90%: a session would be moments
-    assert cache.token().value == "t3" and source.calls == 3     # this login fetched it itself
+    assert cache.token(5).value == "t3" and source.calls == 3     # this login fetched it itself
 
 
 def test_the_refresh_starts_on_schedule_without_a_login():
@@ -372,7 +374,7 @@ def test_the_refresh_starts_on_schedule_without_a_login():
     source = Counting(clock)
     started = []
     cache = TokenCache(source, clock=clock, rng=Middle(), spawn=lambda work: started.append(work))
-    cache.token()
+    first_token(cache, started)
     cache.maybe_refresh()
     assert not started                                  # not due yet
     clock.advance(80_000)
@@ -380,7 +382,7 @@ def test_the_refresh_starts_on_schedule_without_a_login():
     cache.maybe_refresh()                               # one refresh at a time
     assert len(started) == 1
     started[0]()
-    assert cache.token().value == "t2"
+    assert cache.token(5).value == "t2"
 
 
 def test_a_late_login_waits_for_the_running_refresh_instead_of_fetching_again():
@@ -390,12 +392,12 @@ def test_a_late_login_waits_for_the_running_refresh_instead_of_fetching_again():
     source = Counting(clock)
     works = []
     cache = TokenCache(source, clock=clock, rng=Middle(), spawn=works.append)
-    cache.token()
+    first_token(cache, works)
     clock.advance(85_000)
     cache.maybe_refresh()                               # running (not yet finished)
     clock.advance(5_000)                                # 90%: late
     threading.Timer(0.2, works[0]).start()              # the refresh finishes a little later
-    assert cache.token().value == "t2" and source.calls == 2
+    assert cache.token(5).value == "t2" and source.calls == 2
 
 
 def test_whatever_a_source_raises_becomes_an_authentication_error_and_the_refresh_recovers():
@@ -410,13 +412,14 @@ def test_whatever_a_source_raises_becomes_an_authentication_error_and_the_refres
     cache = TokenCache(source, clock=clock, rng=Middle(), spawn=now_spawn)
     source.fail = True
     with pytest.raises(AuthenticationError, match="the counting source failed: OverflowError"):
-        cache.token()
+        cache.token(5)
     source.fail = False
-    assert cache.token().value == "t2" or cache.token().value.startswith("t")
+    clock.advance(1_000)                                # the backoff after a failed fetch
+    assert cache.token(5).value == "t1"
     source.fail = True
     clock.advance(80_000)
-    assert cache.token().value.startswith("t")          # refresh failed in the background, no leak
-    assert cache._refreshing is False
+    assert cache.token(5).value == "t1"                 # refresh failed in the background, no leak
+    assert cache._fetching is False
 
 
 def test_a_callback_echoing_one_setting_of_its_config_string_does_not_leak_it():
@@ -431,3 +434,139 @@ def test_an_oidc_endpoint_is_shown_without_user_info_or_query():
     source = OidcTokenSource("https://user:pw@idp.example:8443/token?api_key=K3y-abcdef", "c", SECRET)
     assert source.describe() == "OIDC client 'c' at https://idp.example:8443/token"
     assert "K3y" not in repr(source) and "pw" not in repr(source)
+
+
+def test_a_redirect_is_not_followed_and_is_named_without_user_info_or_query():
+    with TokenEndpoint({"sink": SECRET}) as idp, TokenEndpoint({"sink": SECRET}) as elsewhere:
+        url, thief = idp.url, elsewhere.url
+        idp.redirect_next(thief + "?leak=Q-Secret-1")
+        with pytest.raises(AuthenticationError) as info:
+            OidcTokenSource(url, "sink", SECRET).fetch(0)
+        assert elsewhere.credentials_received == 0     # the client secret was not sent there
+        idp.redirect_next("https://u:Pw-9z@idp.example/other?code=Q-Secret-2#f", status=307)
+        with pytest.raises(AuthenticationError) as with_user:
+            OidcTokenSource(url, "sink", SECRET).fetch(0)
+        idp.redirect_next("/relative?code=Q-Secret-3", status=301)
+        with pytest.raises(AuthenticationError) as relative:
+            OidcTokenSource(url, "sink", SECRET).fetch(0)
+    assert str(info.value) == (
+        f"OIDC client 'sink' at {url} answered HTTP 302, a redirect to {thief}: redirects "
+        "are not followed (the request carries the client secret); set "
+        "sasl.oauthbearer.token.endpoint.url to the URL that issues the tokens")
+    assert "HTTP 307, a redirect to https://idp.example/other:" in str(with_user.value)
+    assert f"HTTP 301, a redirect to {url.rsplit('/', 1)[0]}/relative:" in str(relative.value)
+    for text in (str(info.value), str(with_user.value), str(relative.value)):
+        assert "Q-Secret" not in text and "Pw-9z" not in text and SECRET not in text
+
+
+def test_a_stalled_endpoint_fails_the_fetch_at_its_whole_deadline():
+    import threading
+
+    outcome = []
+
+    def fetch(source):
+        started = time.monotonic()
+        try:
+            source.fetch(0)
+        except AuthenticationError as exc:
+            outcome.append((exc, time.monotonic() - started))
+    with TokenEndpoint({"sink": SECRET}) as idp:
+        url = idp.url
+        idp.stall(byte_every_s=0.1)                    # each read gets a byte well within 1 s
+        thread = threading.Thread(target=fetch, args=(OidcTokenSource(idp.url, "sink", SECRET, timeout_s=1),),
+                                  daemon=True)
+        thread.start()
+        thread.join(5)
+        assert not thread.is_alive(), "the fetch is still reading the trickle"
+        assert idp.stalled == 1
+    error, took = outcome[0]
+    assert str(error) == f"OIDC client 'sink' at {url} did not answer within 1 s"
+    assert 0.9 < took < 2.5
+
+
+# --- the token endpoint's own trust (https.ca.location), never the broker's ----------------------
+
+def oidc_config(url: str, **more) -> ProducerConfig:
+    return ProducerConfig({**BASE, "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": url,
+                           "sasl.oauthbearer.client.id": "sink", "sasl.oauthbearer.client.secret": SECRET, **more})
+
+
+def test_the_token_endpoint_is_trusted_through_its_own_setting_not_the_brokers_ca(tmp_path):
+    import ssl
+    from types import SimpleNamespace
+
+    from .tls_certs import make_certs
+
+    broker = make_certs(tmp_path, prefix="broker-")      # a private-CA cluster
+    idp_certs = make_certs(tmp_path, prefix="idp-")
+    tls = SimpleNamespace(server_cert_path=idp_certs.server_cert, server_key_path=idp_certs.server_key)
+    with TokenEndpoint({"sink": SECRET}, tls=tls) as idp:
+        own = credentials_from_config(oidc_config(idp.url, **{
+            "ssl.ca.location": str(broker.ca), "https.ca.location": str(idp_certs.ca)})).token_cache
+        assert jwt_claims(own.source.fetch(0).value)["sub"] == "sink"
+        pem = credentials_from_config(oidc_config(idp.url, **{
+            "ssl.ca.location": str(broker.ca), "https.ca.pem": idp_certs.ca.read_text()})).token_cache
+        assert jwt_claims(pem.source.fetch(0).value)["sub"] == "sink"
+        java = credentials_from_config(oidc_config(idp.url, **{
+            "sasl.oauthbearer.method": "default", "sasl.oauthbearer.client.id": None,
+            "sasl.oauthbearer.client.secret": None, "ssl.ca.location": str(broker.ca),
+            "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                                f'clientId="sink" clientSecret="{SECRET}" ssl.truststore.type="PEM" '
+                                f'ssl.truststore.location="{idp_certs.ca}";'})).token_cache
+        assert jwt_claims(java.source.fetch(0).value)["sub"] == "sink"
+        brokers_ca = credentials_from_config(oidc_config(idp.url, **{"ssl.ca.location": str(idp_certs.ca)})).token_cache
+        with pytest.raises(AuthenticationError, match="CERTIFICATE_VERIFY_FAILED"):
+            brokers_ca.source.fetch(0)          # the broker's CA setting does not vouch for the endpoint
+        assert idp.issued == 3
+    system = brokers_ca.source.trust.context().cert_store_stats()
+    assert system == ssl.create_default_context().cert_store_stats()     # unset: the system CAs
+
+
+@pytest.mark.parametrize("props, message", [
+    ({"https.ca.location": "/a.pem", "https.ca.pem": "-----BEGIN CERTIFICATE-----"},
+     "set only one of https.ca.location, https.ca.pem"),
+    ({"https.ca.pem": "not a certificate"}, "https.ca.pem must hold PEM certificates"),
+    ({"https.ca.location": " "}, "https.ca.location is empty"),
+])
+def test_the_token_endpoint_trust_is_checked(props, message):
+    assert message in error_of(**{"sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.client.id": "c",
+                                  "sasl.oauthbearer.client.secret": SECRET,
+                                  "sasl.oauthbearer.token.endpoint.url": "https://idp.example/token", **props})
+
+
+def test_the_token_endpoint_trust_is_refused_without_a_token_endpoint_and_in_java_form_must_be_pem():
+    assert "name the CAs of an OIDC token endpoint, but the token source is oauth_cb" in error_of(
+        oauth_cb=token_provider, **{"https.ca.location": "/idp-ca.pem"})
+    jaas = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId=\"c\" "
+            f"clientSecret=\"{SECRET}\" ssl.truststore.location=\"/idp.jks\";")
+    url = {"sasl.oauthbearer.token.endpoint.url": "https://idp.example/token"}
+    assert "ssl.truststore.location needs ssl.truststore.type=PEM" in error_of(**{"sasl.jaas.config": jaas, **url})
+    keystore = jaas.replace("ssl.truststore.location", "ssl.keystore.location")
+    assert "ssl.keystore.location is not supported" in error_of(**{"sasl.jaas.config": keystore, **url})
+    both = jaas.replace('";', '" ssl.truststore.type="PEM";')
+    assert "set only one of https.ca.location, ssl.truststore.location (sasl.jaas.config)" in error_of(
+        **{"sasl.jaas.config": both, "https.ca.location": "/b.pem", **url})
+
+
+def test_a_blocking_caller_waits_for_a_stuck_fetch_no_longer_than_its_timeout():
+    import threading
+
+    clock = FakeClock()
+    release = threading.Event()
+
+    class Stuck(Counting):
+        def fetch(self, now_ms):
+            release.wait(30)
+            return super().fetch(now_ms)
+    cache = TokenCache(Stuck(clock), clock=clock, rng=Middle())     # a real fetching thread
+    try:
+        started = time.monotonic()
+        with pytest.raises(AuthenticationError) as info:
+            cache.token(0.3)
+        assert time.monotonic() - started < 2
+        assert str(info.value) == "no OAuth token: the counting source gave none within 0.3 s"
+        assert cache.poll().pending                   # the fetch goes on, one at a time
+        release.set()
+        assert cache.token(5).value == "t1"
+    finally:
+        release.set()

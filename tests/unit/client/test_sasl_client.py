@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import logging
 import pickle
+import threading
+import time
 
 import pytest
 
 from spark_kafka_sink.client.connection_states import ConnectionState
 from spark_kafka_sink.client.jaas import SaslCredentials
+from spark_kafka_sink.client.oauth import TokenCache
+from spark_kafka_sink.client.oauth_token import OAuthToken
 from spark_kafka_sink.client.selector import PollResult
 from spark_kafka_sink.errors import (
     AuthenticationError, SaslAuthenticationFailedError, SslAuthenticationError,
@@ -19,8 +23,10 @@ from spark_kafka_sink.errors import IllegalStateError
 from spark_kafka_sink.protocol import API_VERSIONS, METADATA, PRODUCE
 from spark_kafka_sink.protocol.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 
+from ..fakes import FakeClock
 from .fake_selector import FakeSelector
 from .test_network_client import Harness
+from .test_oauth import Middle
 from .test_sasl import ScramServer
 
 PASSWORD = "Correct-Horse-77"
@@ -297,3 +303,129 @@ def test_a_closed_connection_is_not_an_unreachable_cluster():
         h.poll()
         h.clock.advance(10)
     assert h.metadata.rebootstraps == 0
+
+
+# --- OAUTHBEARER: a token fetch never runs on the network thread ------------------------------------
+
+class OAuthBroker(LifetimeBroker):
+    """OAUTHBEARER: takes any bearer token, records each, gives the session ``lifetime_ms``."""
+
+    def __init__(self, lifetime_ms: int):
+        super().__init__(lifetime_ms, mechanisms=("OAUTHBEARER",))
+        self.tokens = []
+
+    def authenticate(self, request):
+        message = bytes(request.body.auth_bytes).decode()
+        self.tokens.append(message.split("auth=Bearer ", 1)[1].split("\x01", 1)[0])
+        return self._answer(b"")
+
+
+class GatedSource:
+    """Tokens of ``life_s``; every fetch after the first waits for ``release`` (a stuck endpoint)."""
+
+    def __init__(self, clock, life_s: int = 100):
+        self.clock = clock
+        self.life_s = life_s
+        self.calls = 0
+        self.fail = False
+        self.release = threading.Event()
+
+    def describe(self):
+        return "the gated endpoint"
+
+    def fetch(self, now_ms):
+        self.calls += 1
+        if self.fail:
+            raise AuthenticationError("the gated endpoint is down")
+        if self.calls > 1:
+            self.release.wait(30)
+        return OAuthToken(f"tok{self.calls}", self.clock.now_ms() + self.life_s * 1000)
+
+
+def oauth_harness(lifetimes: dict[int, int], *, spawn=None, **settings):
+    clock = FakeClock()
+    source = GatedSource(clock)
+    cache = TokenCache(source, clock=clock, rng=Middle(), spawn=spawn)
+    brokers = [(node_id, f"b{node_id}", 9092) for node_id in lifetimes]
+    h = Harness(brokers=brokers, clock=clock, sasl=SaslCredentials("OAUTHBEARER", "", "", cache), **settings)
+    sasl = {}
+    for node_id, lifetime_ms in lifetimes.items():
+        sasl[node_id] = OAuthBroker(lifetime_ms)
+        sasl[node_id].install(h.brokers[node_id])
+    return h, sasl, source, cache
+
+
+def poll_for(h, check, seconds: float = 5.0):
+    """Poll (a fetch on another thread may need real time to end) until ``check()``."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        h.poll()
+        time.sleep(0.001)
+
+
+def test_a_login_waiting_for_a_stuck_token_never_blocks_the_network_thread_or_other_nodes():
+    h, sasl, source, cache = oauth_harness({1: 100_000, 2: 0})    # node 1's session: the token's life
+    try:
+        poll_for(h, lambda: h.metadata.update_version >= 1)
+        poll_for(h, lambda: h.client.ready(1, h.now) and h.client.ready(2, h.now))
+        h.client._close_connection(-1, [], h.now)      # the bootstrap connection aside
+        h.clock.advance(80_001)                         # the refresh starts, and its endpoint is stuck
+        h.poll()
+        assert source.calls == 2
+        h.clock.advance(10_000)                         # node 1 logs in again; the token is late
+        polled = threading.Thread(target=h.poll, daemon=True)
+        polled.start()
+        polled.join(2)
+        assert not polled.is_alive(), "the network thread waits for the token endpoint"
+        assert not h.client.is_ready(1, h.now) and 1 in h.client._awaiting_token
+        assert h.client.ready(2, h.now)                 # the other node goes on
+        h.client.send(h.request(2), h.now)
+        responses = []
+        poll_for(h, lambda: responses.extend(h.poll()) or responses)
+        assert [r.request.api for r in responses] == [PRODUCE] and not responses[0].disconnected
+        source.release.set()                            # the endpoint answers: node 1's login resumes
+        poll_for(h, lambda: h.client.is_ready(1, h.now))
+        assert sasl[1].tokens[-1] == "tok2" and h.client.authentication_error(1) is None
+        assert h.brokers[1].connections == 2            # the same connection logged in again
+    finally:
+        source.release.set()
+
+
+def test_poll_starts_the_scheduled_background_token_refresh():
+    works = []
+    h, sasl, source, cache = oauth_harness({1: 0}, spawn=works.append)    # no new login ever due
+    poll_for(h, lambda: works)
+    assert len(works) == 1 and source.calls == 0        # the first token: fetched off this thread
+    works.pop()()
+    poll_for(h, lambda: h.metadata.update_version >= 1)
+    h.clock.advance(79_999)
+    h.poll()
+    assert not works
+    h.clock.advance(1)                                  # 80% of the token's life: no login needs it
+    h.poll()
+    assert len(works) == 1 and source.calls == 1        # the refresh, started by poll itself
+
+
+def test_a_login_without_a_token_fails_after_the_setup_timeout_or_at_once_when_the_fetch_failed():
+    works = []
+    h, sasl, source, cache = oauth_harness({1: 0}, spawn=works.append,
+                                           socket_connection_setup_timeout_ms=5_000)
+    poll_for(h, lambda: works)
+    h.poll()
+    assert h.state(-1) is ConnectionState.AUTHENTICATING and len(works) == 1   # the fetch never ends
+    h.clock.advance(5_000)
+    h.poll()
+    error = h.client.authentication_error(-1)
+    assert str(error) == ("SASL OAUTHBEARER authentication with b1:9092: no OAuth token from the gated "
+                          "endpoint within 5000 ms (socket.connection.setup.timeout.ms)")
+    with pytest.raises(AuthenticationError, match="no OAuth token from the gated endpoint"):
+        h.metadata.await_topic("t2", 60_000, h.clock)    # waiters fail at once
+    assert h.state(-1) is ConnectionState.DISCONNECTED
+    source.fail = True
+    works.pop()()                                       # the fetch fails, no valid token held
+    h.clock.advance(100)                                # the reconnect backoff; the fetch's (1 s) runs
+    poll_for(h, lambda: "is down" in str(h.client.authentication_error(-1)))
+    assert not works                                    # no new fetch before its backoff
+    assert str(h.client.authentication_error(-1)) == (
+        "SASL OAUTHBEARER authentication with b1:9092: no OAuth token: the gated endpoint is down")

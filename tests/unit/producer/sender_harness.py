@@ -8,7 +8,9 @@ The brokers keep a small log per partition and answer Produce from a script:
 ``harness.script(tp, {"error_code": 6}, ...)`` queues answers for ``tp`` (dict fields of the
 partition response); an empty script means success at the log end offset. Like a broker that holds
 no state for the producer, they check no sequence: whatever reaches them is written. InitProducerId answers
-come from ``harness.init_answers`` (error codes; empty: success with producer id 1000).
+come from ``harness.init_answers`` (error codes; empty: success with ``harness.producer_id``,
+1000 by default). Metadata names ``harness.cluster_id`` ("fake"): change it (and clear
+``harness.log``) to stand for another cluster behind the same addresses.
 
 Transactional (``transactional_id=...``): every broker answers FindCoordinator naming
 ``harness.coordinator`` (node 2 by default), and the coordinator answers AddPartitionsToTxn and
@@ -109,6 +111,8 @@ class Harness:
         self.scripts: dict[TopicPartition, list[dict]] = defaultdict(list)
         self.log: dict[TopicPartition, list] = defaultdict(list)   # (pid, epoch, seq, values)
         self.init_answers: list[int] = []
+        self.producer_id = PRODUCER_ID
+        self.cluster_id = "fake"
         self.hold_produce: bool | set[int] = False   # True, or the node ids that hold Produce
         self.defer_produce = False                    # handle Produce at answer_deferred()
         self.deferred: list[tuple[int, Any]] = []     # (node id, request), oldest first
@@ -197,7 +201,7 @@ class Harness:
     def _metadata_answer(self, request) -> dict:
         wanted = {t.name for t in (request.body.topics or ())}
         known = {name: count for name, count in self.topics.items() if name in wanted}
-        return metadata_body(self.brokers_spec, known, leaders=self.leaders)
+        return metadata_body(self.brokers_spec, known, leaders=self.leaders, cluster_id=self.cluster_id)
 
     def answer_deferred(self, count: int | None = None) -> int:
         """Handle the oldest ``count`` (default: all) deferred Produce requests now, as the broker
@@ -276,7 +280,7 @@ class Harness:
         error = self.init_answers.pop(0) if self.init_answers else 0
         epoch = request.body.producer_epoch + 1 if request.body.producer_id >= 0 else 0
         return {"throttle_time_ms": 0, "error_code": error,
-                "producer_id": PRODUCER_ID if error == 0 else -1,
+                "producer_id": self.producer_id if error == 0 else -1,
                 "producer_epoch": epoch if error == 0 else -1}
 
 

@@ -87,6 +87,18 @@ def test_a_partial_deallocate_returns_only_that_many_bytes(clock):
     assert pool.free_count == 0 and pool.available_memory == 960
 
 
+def test_part_of_a_larger_lease_given_back_is_not_put_on_the_reuse_list(clock):
+    """Giving back batch.size bytes of a larger lease (a split batch's share) returns those bytes
+    only: the lease itself, larger than batch.size, must not be handed out again as a
+    batch.size one."""
+    pool = BufferPool(1000, 100, clock=clock)
+    lease = pool.allocate(300, max_block_ms=0)
+    pool.deallocate(lease, 100)                   # exactly poolable_size, of a 300-byte lease
+    assert pool.free_count == 0 and pool.available_memory == 800
+    again = pool.allocate(100, max_block_ms=0)
+    assert again is not lease and again.size == 100
+
+
 def test_large_request_frees_up_pooled_leases(clock):
     pool = BufferPool(300, 100, clock=clock)
     leases = [pool.allocate(100, max_block_ms=0) for _ in range(3)]

@@ -257,3 +257,19 @@ def test_a_send_from_a_callback_never_waits_for_memory_or_metadata(make_producer
     # a partition above the cached count is not waited for either, and the error says why
     assert type(partition).__name__ == "MetadataTimeoutError" and "callback" in str(partition)
     assert producer._thread.is_alive()
+
+
+# --- a flush that times out names what is still pending --------------------------------------------
+
+def test_a_flush_that_times_out_names_the_records_still_pending(cluster, make_producer):
+    from spark_kafka_sink.errors import KafkaTimeoutError
+
+    producer = make_producer(**{"linger.ms": 60_000})   # one batch per partition, sent by the flush
+    cluster.hold = True                                  # the broker takes the requests, never answers
+    for i in range(3):
+        producer.send("t", b"x%d" % i, partition=0)
+    producer.send("t", b"y", partition=1)
+    with pytest.raises(KafkaTimeoutError) as info:
+        producer.flush(timeout=0.2)
+    assert str(info.value) == ("flush did not complete within 0.2 s: 4 records in 2 batches (topic 't' "
+                               "partitions 0, 1) still without an outcome")

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from spark_kafka_sink.errors import (
-    ClusterAuthorizationFailedError, CorruptMessageError, KafkaTimeoutError, NotLeaderOrFollowerError,
+    ClusterAuthorizationFailedError, ClusterChangedError, CorruptMessageError, KafkaTimeoutError, NotLeaderOrFollowerError,
     InvalidRecordError, InvalidTimestampError, OutOfOrderSequenceNumberError, ProducerClosedError,
     TopicAuthorizationFailedError,
 )
@@ -858,3 +858,88 @@ def test_leader_hints_can_be_switched_off_to_measure_them():
     h.run_until(lambda: len(h.produce_batches()) == 1)
     h.step()
     assert h.metadata.snapshot.leader_for(T0).node_id == 1 and h.metadata.update_requested
+
+
+# --- the cluster replaced behind the same addresses (another cluster id) -----------------------------
+
+def replace_cluster(h: Harness, *, producer_id: int = PRODUCER_ID) -> None:
+    """Cluster "fake" is replaced behind the same addresses by cluster "B": an empty log, and B
+    gives producer ids of its own (by default the same one, as a new cluster gives id 0 again to
+    its first producer). The producer's connections drop."""
+    h.cluster_id = "B"
+    h.log.clear()
+    h.producer_id = producer_id
+    for node_id in h.brokers:
+        if h.sel.is_open(node_id):
+            h.sel.drop(node_id)
+
+
+def test_a_replaced_cluster_gets_a_new_producer_id_before_the_unacknowledged_batch_goes_again(caplog):
+    """The old cluster acknowledged one batch, the second's request was out when it went away:
+    the second is sent to the new cluster once, re-sequenced from 0 under the id the new cluster
+    gives (never the old id and sequence, which the new one may know as another producer's)."""
+    h = Harness(idempotent=True)
+    h.bootstrap()
+    acked = h.append(T0, value=b"acked")
+    h.run_until(acked.done)
+    h.hold_produce = True
+    unacked = h.append(T0, value=b"unacked")
+    h.run_until(lambda: produced(h) == 2)
+    h.hold_produce = False
+    replace_cluster(h, producer_id=2000)
+    later = h.append(T0, value=b"later")
+    with caplog.at_level("WARNING"):
+        h.run_until(lambda: unacked.done() and later.done(), advance_ms=20, max_steps=300)
+    assert (unacked.result().offset, later.result().offset) == (0, 1)
+    assert h.log[T0] == [(2000, 0, 0, b"unacked"), (2000, 0, 1, b"later")]
+    inits = h.requests(INIT_PRODUCER_ID)
+    assert len(inits) == 2 and inits[1].body.producer_id == -1     # a new id, not a bump of A's
+    assert "cluster id fake, now B" in caplog.text
+    assert "t-0 up to offset 0" in caplog.text                     # what A keeps, named
+
+
+def test_a_request_out_when_the_cluster_changed_fails_whatever_its_answer():
+    """Sent under the old cluster's producer id, answered after the new cluster's metadata: the
+    answer may be the new cluster taking it for another producer's duplicate, so it is not
+    trusted, and the batch is not sent again (it may have been written)."""
+    h = Harness(idempotent=True)
+    h.bootstrap()
+    warm_up = h.append(T0)
+    h.run_until(warm_up.done)
+    h.defer_produce = True
+    out = h.append(T0, value=b"out")
+    h.run_until(lambda: len(h.deferred) == 1)
+    h.cluster_id = "B"                                   # the same connection, a new cluster
+    h.metadata.request_update(h.now)
+    h.run_until(lambda: h.metadata.snapshot.cluster_id == "B", advance_ms=20)
+    h.defer_produce = False
+    h.answer_deferred()                                  # "success", at some offset
+    h.run_until(out.done)
+    with pytest.raises(ClusterChangedError, match="cluster id fake, now B.*may or may not"):
+        out.result()
+    after = h.append(T0, value=b"after")
+    h.run_until(after.done, advance_ms=20)
+    assert after.result() is not None
+    pid, epoch, sequence, value = h.log[T0][-1]
+    assert (sequence, value) == (0, b"after")            # sequences start again under the new id
+    assert len(h.requests(INIT_PRODUCER_ID)) == 2
+    assert h.pool.available_memory == MEMORY
+
+
+def test_a_transactional_producer_fails_when_its_cluster_is_replaced():
+    h = Harness(transactional_id="etl-1")
+    h.bootstrap()
+    result = h.transaction_manager.initialize_transactions()
+    h.run_until(lambda: result.is_done)
+    result.wait(0)
+    h.transaction_manager.begin_transaction()
+    queued = h.append(T0)
+    h.hold_produce = True
+    h.run_until(lambda: produced(h) == 1, advance_ms=10)
+    replace_cluster(h)
+    h.run_until(queued.done, advance_ms=20, max_steps=300)
+    error = h.transaction_manager.last_error
+    assert isinstance(error, ClusterChangedError)
+    assert "'etl-1'" in str(error) and "cluster id fake, now B" in str(error)
+    assert isinstance(queued.exception(), ClusterChangedError)
+    assert h.log[T0] == []

@@ -536,3 +536,41 @@ def test_unresolved_partition_bumps_the_epoch_when_nothing_was_acknowledged():
     state.remove_in_flight(expired)
     state.maybe_resolve_sequences()
     assert not state.has_unresolved_sequence(TP) and state.epoch_bump_required
+
+
+# --- the cluster replaced (another cluster id) -------------------------------------------------------
+
+def test_a_replaced_cluster_resets_the_id_and_re_sequences_the_waiting_batches_under_the_next():
+    state = ready_state(producer_id=0)
+    prime(state)                                          # acknowledged by the old cluster
+    waiting, out = drained(state, 2, 3, tp=TP)[:1] + drained(state, 1, tp=OTHER)
+    out.in_flight = True                                  # its request is still out
+    state.cluster_changed("A", "B")
+    assert state.state is TransactionState.UNINITIALIZED and not state.has_producer_id
+    assert not state.can_drain(batch_of(1))               # nothing before the new id
+    assert state.bump_epoch_and_reset_id_if_needed()      # InitProducerId is due
+    state.begin_init()
+    state.set_producer_id_and_epoch(0, 0)                 # B's own id 0: same number, new state
+    assert (waiting.producer_id, waiting.producer_epoch, waiting.base_sequence) == (0, 0, 0)
+    assert waiting.sequence_has_been_reset
+    assert not state.has_in_flight(OTHER) and state.next_sequence(OTHER) == 0
+    assert state.last_acked_offset(TP) == -1
+
+
+def test_an_id_asked_for_before_the_cluster_changed_is_not_used():
+    state = TransactionManager()
+    state.begin_init()                                    # InitProducerId out to the old cluster
+    state.cluster_changed("A", "B")
+    state.set_producer_id_and_epoch(7, 0)                 # its answer
+    assert state.state is TransactionState.UNINITIALIZED and not state.has_producer_id
+    assert state.bump_epoch_and_reset_id_if_needed()      # asked again, of the new cluster
+    state.begin_init()
+    state.set_producer_id_and_epoch(3, 0)
+    assert state.producer_id_and_epoch == ProducerIdAndEpoch(3, 0)
+
+
+def test_a_transactional_producer_fails_naming_both_cluster_ids():
+    state = TransactionManager("etl-1")
+    state.cluster_changed("A", "B")
+    assert state.has_fatal_error
+    assert "'etl-1'" in str(state.last_error) and "cluster id A, now B" in str(state.last_error)

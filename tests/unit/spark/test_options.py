@@ -237,6 +237,27 @@ def test_redacted_shows_only_what_differs_from_the_defaults():
     assert repr(make()) == "SinkConfig(kafka.bootstrap.servers='localhost:9092', kafka.batch.size=1048576)"
 
 
+
+def test_a_token_endpoint_url_shows_without_its_user_info_or_query_everywhere():
+    from spark_kafka_sink.spark.sink import KafkaSink
+
+    url = "https://svc:Url-Pw-31@idp.example:8443/oauth2/token?client_secret=Q-Secret-77#frag"
+    options = {**BOOT, "topic": "t", "kafka.security.protocol": "SASL_SSL",
+               "kafka.sasl.mechanism": "OAUTHBEARER", "kafka.sasl.oauthbearer.method": "oidc",
+               "kafka.sasl.oauthbearer.token.endpoint.url": url,
+               "kafka.sasl.oauthbearer.client.id": "c", "kafka.sasl.oauthbearer.client.secret": "s"}
+    config = make(**{k: v for k, v in options.items()})
+    producer = config.producer_config
+    shown = [repr(producer), str(producer.redacted()), repr(config), str(config.redacted()),
+             repr(KafkaSink(**options))]
+    for text in shown:
+        assert "https://idp.example:8443/oauth2/token" in text, text
+        assert "Url-Pw-31" not in text and "Q-Secret-77" not in text and "svc" not in text, text
+    assert producer.sasl_oauthbearer_token_endpoint_url == url          # the value itself is whole
+    bad = {**options, "kafka.sasl.oauthbearer.token.endpoint.url": "http://u:Url-Pw-31@idp.example/t?k=Q-Secret-77"}
+    message = error_of(bad)
+    assert "http://idp.example/t" in message and "Url-Pw-31" not in message and "Q-Secret-77" not in message
+
 # --- batch.size ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("given, chosen", [

@@ -218,3 +218,30 @@ def test_no_topic_anywhere_is_refused_when_built():
 
 def test_task_info_outside_a_task():
     assert task_info() == _TaskInfo(-1, 0)
+
+
+def test_a_stuck_flush_fails_the_task_at_the_delivery_timeout_plus_a_margin_naming_what_is_pending():
+    from spark_kafka_sink.errors import KafkaTimeoutError
+    from spark_kafka_sink.spark.partition_writer import FLUSH_MARGIN_S
+
+    class StuckProducer(FakeProducer):
+        def __init__(self):
+            super().__init__()
+            self.timeouts = []
+
+        def flush(self, timeout=None):
+            self.timeouts.append(timeout)
+            if timeout is None:
+                raise AssertionError("an unbounded flush of a stuck producer hangs the task for ever")
+            raise KafkaTimeoutError(f"flush did not complete within {timeout} s: 2 records in 1 batch "
+                                    "(topic 't' partition 0) still without an outcome")
+    producer = StuckProducer()
+    writer, pool = make_writer(producer, options={**OPTIONS, "kafka.delivery.timeout.ms": "40000"})
+    with pytest.raises(PartitionWriteError) as info:
+        writer(iter(rows(2)))
+    assert producer.timeouts == [40 + FLUSH_MARGIN_S] and pool.leases[0].released == 1
+    assert str(info.value) == (
+        f"the producer's flush did not end within {40 + FLUSH_MARGIN_S:g} s (kafka.delivery.timeout.ms=40000 "
+        f"plus {FLUSH_MARGIN_S:g} s): flush did not complete within {40 + FLUSH_MARGIN_S} s: 2 records in 1 "
+        "batch (topic 't' partition 0) still without an outcome; failing the task rather than waiting for "
+        "ever (records still pending may yet be written)")
