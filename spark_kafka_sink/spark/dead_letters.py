@@ -139,10 +139,12 @@ class DeadLetters:
 
     ``max_record_size``: the largest record the task's producer sends
     (``min(max.request.size, buffer.memory)``); the dead-letter topic's own ``max.message.bytes``,
-    when the preflight read it (``ErrorPolicy.dlq_max_message_bytes``), bounds it further."""
+    when the preflight read it (``ErrorPolicy.dlq_max_message_bytes``), bounds it further.
+    ``flush_timeout_s``: the bound of each flush of :meth:`settle` (``None``: none), so that a
+    stuck producer fails the task rather than hanging it."""
 
     def __init__(self, policy: ErrorPolicy, context: TaskContext, max_record_size: int, *,
-                 clock: Clock = SYSTEM_CLOCK):
+                 clock: Clock = SYSTEM_CLOCK, flush_timeout_s: float | None = None):
         if not policy.tolerant:
             raise ValueError("DeadLetters is for errors.tolerance=all")
         self.policy = policy
@@ -158,6 +160,7 @@ class DeadLetters:
         """Dead letters that left out part of their record to fit."""
         self._failures: list[BaseException] = []
         self._clock = clock
+        self._flush_timeout_s = flush_timeout_s
         self._log_window: int | None = None
         self._logged = 0
         self._held_back = 0
@@ -200,7 +203,7 @@ class DeadLetters:
         and any refusal of a letter sent again, is kept for :meth:`check`."""
         tallies = list(tallies)
         while True:
-            producer.flush()
+            producer.flush(self._flush_timeout_s)
             moved = self.handle_refused(producer, tallies)
             for record in self.tally.take_refused():
                 moved += 1

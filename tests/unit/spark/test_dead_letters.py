@@ -330,3 +330,23 @@ def test_a_replayed_dead_letters_headers_are_the_records_not_ours():
     assert named[HEADER_PREFIX + "value.dropped"].startswith(b"600 bytes: ")
     assert named[HEADER_PREFIX + "headers.dropped"].startswith(b"10 header(s)")
     assert dead.dead_lettered == 1
+
+
+def test_the_dead_letters_flushes_are_bounded_like_the_tasks():
+    """settle() flushes until every dead letter has an outcome: each flush is bounded
+    (delivery.timeout.ms plus the task's margin), so a stuck producer fails the task."""
+    from spark_kafka_sink.spark.partition_writer import FLUSH_MARGIN_S
+
+    class Recording(Producer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.timeouts = []
+
+        def flush(self, timeout=None):
+            self.timeouts.append(timeout)
+            return super().flush(timeout)
+
+    producer = Recording(raise_at=0)
+    writer, _ = make_writer(producer, options={**OPTIONS, **DLQ, "kafka.delivery.timeout.ms": "40000"})
+    writer([Row(key="k0", value="v0", topic="t")])
+    assert producer.timeouts and set(producer.timeouts) == {40 + FLUSH_MARGIN_S}
