@@ -887,7 +887,8 @@ RECORD_ERRORS: tuple[type[BaseException], ...] = (
     InvalidRecordError, InvalidTimestampError, CorruptMessageError)
 """The errors that concern one record alone: the producer refuses it before sending (its content,
 partition, topic name or size), or the broker refuses it on its own (MESSAGE_TOO_LARGE for a single
-record, INVALID_RECORD, INVALID_TIMESTAMP, CORRUPT_MESSAGE). Everything else (authentication,
+record, INVALID_RECORD, INVALID_TIMESTAMP, CORRUPT_MESSAGE; from the broker, only for a batch of
+one record: ``ProducerBatch.refused_alone``). Everything else (authentication,
 authorization, timeouts, a fenced producer, a broken connection) concerns the producer, the network
 or the cluster: no per-record policy applies to it."""
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import enum
 import logging
 
-from ..errors import KafkaTimeoutError
+from ..errors import KafkaTimeoutError, is_record_error
 from ..record import RecordBatchBuilder, read_batch
 from ..record.layout import NO_SEQUENCE
 from ..record.sequence import increment_sequence
@@ -325,17 +325,26 @@ class ProducerBatch:
                     state.value, self, base_offset, previous.value)
             return False
         return self.completion.finish(base_offset, log_append_time_ms, error,
-                                      None if error is None else self._decoded_records)
+                                      self._decoded_records if self.refused_alone(error) else None)
+
+    def refused_alone(self, error: BaseException | None) -> bool:
+        """Whether failing with ``error`` is a refusal of the batch's record on its own: a
+        per-record error (``errors.is_record_error``) on a batch of ONE record. The sender puts
+        every record a broker names in ``record_errors`` in a batch of its own before failing
+        it, so a batch of several records failing with such an error was refused as a whole
+        (CORRUPT_MESSAGE from corruption on the wire, retried until it ran out): that says
+        nothing about its records, and stays a failure."""
+        return self.record_count == 1 and is_record_error(error)
 
     def _decoded_records(self) -> list:
         """The batch's records decoded (for a tally keeping records refused one by one)."""
         return list(read_batch(self._builder.build()).records)
 
-    @property
-    def refusals_kept(self) -> bool:
-        """Whether every record was sent with a tally that keeps refused records: a refusal of
-        them is then the sender's to handle (e.g. a dead-letter topic), not a lost record."""
-        return self.completion.kept_by_tallies() == self.record_count
+    def refusal_kept(self, error: BaseException) -> bool:
+        """Whether failing with ``error`` refuses the record on its own (:meth:`refused_alone`)
+        and it was sent with a tally that keeps refused records: the refusal is then the
+        sender's to handle (e.g. a dead-letter topic), not a lost record."""
+        return self.refused_alone(error) and self.completion.kept_by_tallies() == self.record_count
 
     @property
     def final_state(self) -> FinalState | None:

@@ -488,7 +488,7 @@ class TransactionManager:
             # records to handle them (a tally with keep_refused: the sink's dead letters)
             log.debug("batch %s refused on its own (%r): sequences after %d moved down by %d", batch,
                       exception, batch.base_sequence, batch.record_count)
-            if self.transactional_id is not None and not batch.refusals_kept:
+            if self.transactional_id is not None and not batch.refusal_kept(exception):
                 self.abortable_error(exception)
             return
         if self.transactional_id is not None:

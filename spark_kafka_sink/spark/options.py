@@ -40,15 +40,18 @@ The options mirror Spark's built-in Kafka sink (``KafkaSourceProvider``):
                             went wrong, where (``__spark_kafka_sink.errors.*``).
 ``errors.deadletterqueue.topic.replication.factor``
                             When set, the driver creates the dead-letter topic if it is missing
-                            (one partition, this replication factor); unset, a missing one is an
-                            error.
+                            (one partition, this replication factor). Unset, a missing one is
+                            created by the broker if it creates topics on demand
+                            (``auto.create.topics.enable``, with its defaults), as the tasks'
+                            producer would; otherwise it is an error (``spark/preflight.py``).
 ``errors.log.enable``       ``true``: a WARN line per bad record (rate-limited; never its bytes).
                             Default ``false``.
 ``preflight``               ``true`` (the default): before any task runs, the driver checks that
                             the cluster answers and authenticates, that the ``topic`` option's
                             topic and the dead-letter topic exist, and that ``max.request.size``
-                            fits their ``max.message.bytes``. ``false`` for clusters that forbid
-                            describing topics.
+                            fits the topic's ``max.message.bytes``; the dead-letter topic's goes
+                            to the tasks, which size dead letters by it. ``false`` for clusters
+                            that forbid describing topics.
 ==========================  ===================================================================
 
 Rules, following Spark where it has one:
@@ -123,13 +126,16 @@ class ErrorPolicy:
     """What a task does with a record that cannot be written (Kafka Connect's options):
     ``tolerance`` ``"none"`` fails the task, ``"all"`` sends it to ``dlq_topic`` (with context
     headers when ``context_headers``) or skips it without one; ``log`` writes a WARN line per
-    bad record. ``dlq_replication_factor``: create the dead-letter topic when missing."""
+    bad record. ``dlq_replication_factor``: create the dead-letter topic when missing.
+    ``dlq_max_message_bytes`` is no option: the dead-letter topic's ``max.message.bytes`` as the
+    driver's preflight read it, for the tasks to size dead letters by (``None``: not known)."""
 
     tolerance: str = TOLERANCE_NONE
     dlq_topic: str | None = None
     context_headers: bool = True
     dlq_replication_factor: int | None = None
     log: bool = False
+    dlq_max_message_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.tolerance not in (TOLERANCE_NONE, TOLERANCE_ALL):
@@ -150,6 +156,12 @@ class ErrorPolicy:
             if self.dlq_topic is None:
                 raise ConfigError(f"option {DLQ_REPLICATION_FACTOR!r} is set but "
                                   f"{DLQ_TOPIC!r} is not")
+
+        limit = self.dlq_max_message_bytes
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+                                  or self.dlq_topic is None):
+            raise ValueError(f"dlq_max_message_bytes must be an int >= 0 with a dead-letter topic, "
+                             f"got {limit!r}")
 
     @property
     def tolerant(self) -> bool:

@@ -228,7 +228,8 @@ def run_task(config: SinkConfig, pool: Callable[[], ProducerPool], task: Callabl
         producer_config = config.producer_config
         outcome.dead_letters = DeadLetters(
             policy, TaskContext(batch_id, info.partition_id, info.attempt),
-            min(producer_config.max_request_size, producer_config.buffer_memory))
+            min(producer_config.max_request_size, producer_config.buffer_memory),
+            flush_timeout_s=producer_config.delivery_timeout_ms / 1000 + FLUSH_MARGIN_S)
     if config.exactly_once:
         return _run_transactional_task(config, info, send, outcome, started)
     lease = pool().acquire(config.producer_config, attempt=info.attempt,

@@ -82,7 +82,7 @@ class KafkaSink:
         self.last_metrics: dict[str, float] | None = None
         self._history: deque[tuple[int | None, dict[str, float]]] = deque(maxlen=HISTORY_SIZE)
         self._exactly_once: ExactlyOnceDriver | None = None
-        self._preflight_done = False
+        self._task_config: SinkConfig | None = None  # after the preflight: what tasks get
 
     @property
     def metrics_history(self) -> list[tuple[int | None, dict[str, float]]]:
@@ -106,9 +106,8 @@ class KafkaSink:
     def _write(self, df: Any, batch_id: int | None) -> None:
         started = time.monotonic()
         write_schema = self._write_schema(df.schema)  # on the driver, before any task
-        if not self._preflight_done:
-            preflight(self._config)
-            self._preflight_done = True
+        if self._task_config is None:
+            self._task_config = preflight(self._config).applied(self._config)
         if self._config.exactly_once:
             figures = self._write_exactly_once(df, write_schema, batch_id)
             self._publish_figures(batch_id, figures, time.monotonic() - started)
@@ -127,7 +126,7 @@ class KafkaSink:
 
     def _write_arrow(self, df: Any, write_schema: WriteSchema, batch_id: int | None) -> SinkTaskMetrics:
         """``mapInArrow`` over the sink columns; the tasks' stats rows, merged."""
-        writer = ArrowWriter(self._config, write_schema, batch_id=batch_id)
+        writer = ArrowWriter(self._task_config, write_schema, batch_id=batch_id)
         return merge_stats(sink_frame(df, write_schema).mapInArrow(writer, STATS_SCHEMA).collect())
 
     def _write_rows(self, df: Any, write_schema: WriteSchema,
@@ -135,7 +134,7 @@ class KafkaSink:
         """``foreachPartition``; the accumulated metrics, or ``None`` without a SparkContext."""
         require_foreach_partition(df)
         accumulator = self._fresh_accumulator(df)
-        df.foreachPartition(PartitionWriter(self._config, write_schema, accumulator=accumulator,
+        df.foreachPartition(PartitionWriter(self._task_config, write_schema, accumulator=accumulator,
                                             batch_id=batch_id))
         return None if accumulator is None else accumulator.value
 
@@ -159,10 +158,10 @@ class KafkaSink:
         try:
             if self._config.mode == ARROW:
                 rows = sink_frame(df, write_schema).mapInArrow(
-                    ArrowWriter(self._config, write_schema, batch_id=batch_id), STATS_SCHEMA).collect()
+                    ArrowWriter(self._task_config, write_schema, batch_id=batch_id), STATS_SCHEMA).collect()
                 metrics, transactions = merge_stats(rows), stats_transactions(rows)
             else:
-                writer = PartitionWriter(self._config, write_schema, batch_id=batch_id)
+                writer = PartitionWriter(self._task_config, write_schema, batch_id=batch_id)
                 stats = rdd.mapPartitions(lambda rows: [writer(rows)]).collect()
                 metrics = SinkTaskMetrics()
                 for task in stats:
@@ -209,7 +208,7 @@ class KafkaSink:
     def partition_writer(self, schema: Any) -> PartitionWriter:
         """The picklable function for ``df.foreachPartition`` writing rows of ``schema`` (a
         ``StructType``, usually ``df.schema``); the schema is validated here, on the driver."""
-        return PartitionWriter(self._config, self._write_schema(schema))
+        return PartitionWriter(self._task_config or self._config, self._write_schema(schema))
 
     def _write_schema(self, schema: Any) -> WriteSchema:
         key = schema.json() if hasattr(schema, "json") else None

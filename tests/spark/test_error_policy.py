@@ -118,7 +118,7 @@ def test_bad_rows_of_every_kind_go_to_the_dead_letter_topic_and_the_rest_is_writ
         assert headers[HEADER_PREFIX + "topic"] == topic.encode()
         assert int(headers[HEADER_PREFIX + "partition"]) in (0, 1)
     oversized = [r for r in letters if HEADER_PREFIX + "value.dropped" in headers_of(r)]
-    assert len(oversized) == BAD_EACH and all(r.value == b"" and r.key is None for r in oversized)
+    assert len(oversized) == BAD_EACH and all(r.value == b"" and r.key.isdigit() for r in oversized)
     small = [r for r in letters if r.value and r.value.startswith(b"value-")]
     assert small and all(r.key is None or r.key.isdigit() for r in small)
 
@@ -192,6 +192,42 @@ def test_a_missing_dead_letter_topic_fails_the_task(spark, kafka, mode):
                         "topic": topic})
     with pytest.raises(Exception, match="MetadataTimeoutError|not present in metadata"):
         sink.write(df.coalesce(1))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_dead_letters_fit_a_dead_letter_topic_with_a_small_max_message_bytes(spark, kafka, mode):
+    """The preflight passes the dead-letter topic's max.message.bytes (3,000) to the tasks: a bad
+    row of 2,500 bytes with 4 KB of its own headers becomes a dead letter of its context headers
+    (it used to be sent whole, refused, sent again with its headers, refused, and failed the
+    task), and a 2 MB invalid topic is cut in its header (it used to make the dead letter itself
+    too large for max.request.size)."""
+    bootstrap = kafka.bootstrap_servers
+    topic, dlq = unique(f"small-dlq-target-{mode}"), unique(f"small-dlq-{mode}")
+    create_topic(bootstrap, topic, 1)
+    create_topic(bootstrap, dlq, 1, configs={"max.message.bytes": "3000"})
+    own = [("h%d" % i, b"y" * 400) for i in range(10)]
+    rows = [("good", "k0", topic, None, [("h", b"1")]),
+            ("v" * 2500, "k1", topic, -1, own),
+            ("small", "k2", "x" * 2_000_000, None, [("h", b"2")])]
+    df = spark.createDataFrame(rows, "value string, key string, topic string, partition int, "
+                                     "headers array<struct<key:string,value:binary>>")
+    sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "mode": mode, "errors.tolerance": "all",
+                        "errors.deadletterqueue.topic.name": dlq})
+    sink.write(df.coalesce(1))
+    assert [r.value for r in consume_all(bootstrap, topic, 1, expected_count=1)[0]] == [b"good"]
+    letters = {r.key: r for r in consume_all(bootstrap, dlq, 1, expected_count=2)[0]}
+    cut = letters[None]
+    headers = headers_of(cut)
+    assert cut.value == b"" and not any(name.startswith("h") for name in headers)
+    assert headers[HEADER_PREFIX + "value.dropped"].startswith(b"2500 bytes: ")
+    assert headers[HEADER_PREFIX + "key.dropped"].startswith(b"2 bytes: ")
+    assert headers[HEADER_PREFIX + "headers.dropped"].startswith(b"10 header(s), 4020 bytes: ")
+    assert headers[HEADER_PREFIX + "exception.class.name"].endswith(b"InvalidPartitionError")
+    huge = letters[b"k2"]
+    assert huge.value == b"small" and headers_of(huge)["h"] == b"2"
+    named = headers_of(huge)[HEADER_PREFIX + "topic"]
+    assert len(named) == 1024 and named.endswith(b"...[truncated, 2000000 bytes]")
+    assert sink.last_metrics["dlq-record-send-total"] == 2
 
 
 # --- the driver's preflight ---------------------------------------------------------------------

@@ -267,6 +267,34 @@ def test_a_tally_keeping_refused_records_gets_them_decoded_not_failed():
     assert tally.take_refused() == []
 
 
+def test_a_batch_refused_as_corrupt_without_naming_records_is_a_failure_not_refused_records():
+    """CORRUPT_MESSAGE on a batch of several records without record_errors (corruption on the
+    wire) is retried like any retriable error; when the retries run out, the records fail as a
+    batch: a tally that keeps refused records does not get them as refused one by one (the
+    sink's dead letters would swallow a broker or network fault)."""
+    h = Harness(retries=2)
+    h.bootstrap()
+    h.script(T0, *[{"error_code": 2}] * 3)
+    tally = DeliveryTally(keep_refused=True)
+    for i in range(3):
+        h.accumulator.append(T0, 5, f"k{i}".encode(), f"v{i}".encode(), None, tally, 0, h.now)
+    h.run_until(lambda: tally.completed == 3, advance_ms=200)
+    assert (tally.acked, tally.failed, tally.refused) == (0, 3, 0)
+    assert isinstance(tally.first_failure.error, CorruptMessageError)
+    assert tally.take_refused() == [] and produced(h) == 3
+
+
+def test_a_single_record_refused_as_corrupt_is_kept_as_refused():
+    h = Harness(retries=0)
+    h.bootstrap()
+    h.script(T0, {"error_code": 2})
+    tally = DeliveryTally(keep_refused=True)
+    h.accumulator.append(T0, 5, b"k", b"v", None, tally, 0, h.now)
+    h.run_until(lambda: tally.completed == 1, advance_ms=10)
+    assert (tally.acked, tally.failed, tally.refused) == (0, 0, 1)
+    assert isinstance(tally.take_refused()[0].error, CorruptMessageError)
+
+
 @pytest.mark.parametrize("code, error", [(87, InvalidRecordError), (32, InvalidTimestampError)])
 def test_a_verdict_on_a_whole_batch_is_asked_again_record_by_record(code, error):
     """INVALID_RECORD or INVALID_TIMESTAMP without record_errors: each record is sent again alone,

@@ -12,9 +12,9 @@ from spark_kafka_sink.errors import (ConfigError, InvalidRecordError, MessageToo
                                      NotLeaderOrFollowerError, RecordTooLargeError)
 from spark_kafka_sink.producer.tally import DeliveryTally
 from spark_kafka_sink.record import RecordBatchBuilder
-from spark_kafka_sink.spark.dead_letters import (CONVERT, HEADER_PREFIX, LOG_BURST, LOG_PERIOD_MS,
-                                                 BadRecord, DeadLetterError, DeadLetters,
-                                                 TaskContext)
+from spark_kafka_sink.spark.dead_letters import (CONTEXT_VALUE_MAX, CONVERT, HEADER_PREFIX, LOG_BURST,
+                                                 LOG_PERIOD_MS, PRODUCE, BadRecord, DeadLetter,
+                                                 DeadLetterError, DeadLetters, TaskContext)
 from spark_kafka_sink.spark.options import ErrorPolicy, SinkConfig
 from spark_kafka_sink.spark.partition_writer import PartitionWriteError
 from spark_kafka_sink.structs import TopicPartition
@@ -31,14 +31,19 @@ def letters(**policy) -> DeadLetters:
 
 def bad(error=None, value=b"v", **fields) -> BadRecord:
     return BadRecord(fields.pop("stage", CONVERT), fields.pop("topic", "t"), fields.pop("partition", 2),
-                     b"k", value, [("h", b"1")], error or InvalidRecordError("no key"), 5)
+                     fields.pop("key", b"k"), value, fields.pop("headers", [("h", b"1")]),
+                     error or InvalidRecordError("no key"), 5)
+
+
+def size(letter: DeadLetter) -> int:
+    return RecordBatchBuilder.estimate_size_upper_bound(letter.key, letter.value, letter.headers)
 
 
 def test_a_dead_letter_keeps_the_record_and_says_what_went_wrong_where():
-    key, value, headers = letters(dlq_topic="dlq").dead_letter(bad())
-    assert (key, value) == (b"k", b"v")
-    named = dict(headers)
-    assert headers[0] == ("h", b"1")
+    letter = letters(dlq_topic="dlq").dead_letter(bad())
+    assert (letter.key, letter.value, letter.dropped) == (b"k", b"v", ())
+    named = dict(letter.headers)
+    assert letter.headers[0] == ("h", b"1") and letter.headers[1][0] == HEADER_PREFIX + "topic"
     assert named[HEADER_PREFIX + "topic"] == b"t" and named[HEADER_PREFIX + "partition"] == b"2"
     assert named[HEADER_PREFIX + "exception.class.name"] == b"spark_kafka_sink.errors.InvalidRecordError"
     assert b"no key" in named[HEADER_PREFIX + "exception.message"]
@@ -48,19 +53,19 @@ def test_a_dead_letter_keeps_the_record_and_says_what_went_wrong_where():
 
 
 def test_without_context_headers_only_the_originals_go_and_an_unknown_partition_is_left_out():
-    assert letters(dlq_topic="dlq", context_headers=False).dead_letter(bad())[2] == [("h", b"1")]
-    names = dict(letters(dlq_topic="dlq").dead_letter(bad(partition=None))[2])
+    assert letters(dlq_topic="dlq", context_headers=False).dead_letter(bad()).headers == (("h", b"1"),)
+    names = dict(letters(dlq_topic="dlq").dead_letter(bad(partition=None)).headers)
     assert HEADER_PREFIX + "partition" not in names and HEADER_PREFIX + "topic" in names
+    names = dict(letters(dlq_topic="dlq").dead_letter(bad(topic=None)).headers)
+    assert names[HEADER_PREFIX + "topic"] is None             # a null topic: a null value, first
 
 
-def test_a_record_too_large_for_the_dead_letter_topic_keeps_its_headers_and_says_so():
-    dead = letters(dlq_topic="dlq")
-    key, value, headers = dead.dead_letter(bad(RecordTooLargeError("big"), value=b"x" * 5000))
-    assert key is None and value == b""
-    note = dict(headers)[HEADER_PREFIX + "value.dropped"].decode()
-    assert "value (5000 bytes) were dropped" in note and "larger than 1000 bytes" in note
-    assert ("h", b"1") in headers and dead.stripped == 1
-    assert RecordBatchBuilder.estimate_size_upper_bound(key, value, headers) <= 1000
+def test_a_record_too_large_for_the_dead_letter_topic_drops_its_value_first_and_says_so():
+    letter = letters(dlq_topic="dlq").dead_letter(bad(RecordTooLargeError("big"), value=b"x" * 5000))
+    assert (letter.key, letter.value, letter.dropped) == (b"k", b"", ("value",))
+    note = dict(letter.headers)[HEADER_PREFIX + "value.dropped"].decode()
+    assert note.startswith("5000 bytes: ") and "larger than 1000 bytes" in note
+    assert ("h", b"1") in letter.headers and size(letter) <= 1000
 
 
 class Producer(FakeProducer):
@@ -147,8 +152,10 @@ def test_a_dead_letter_refused_as_too_large_goes_again_as_its_headers_alone():
     metrics = writer([Row(key="k0", value="v0", topic="t")]).metrics.as_dict()
     stripped = [s for s in producer.sent if s[0] == "dlq"]
     assert len(stripped) == 1 and stripped[0][1] == b"" and stripped[0][2] is None
-    assert "dead-letter topic refused it as too large" in dict(stripped[0][5])[
-        HEADER_PREFIX + "value.dropped"].decode()
+    notes = dict(stripped[0][5])
+    assert notes[HEADER_PREFIX + "value.dropped"] == (
+        b"2 bytes: the dead-letter topic refused the dead letter as too large")
+    assert notes[HEADER_PREFIX + "key.dropped"].startswith(b"2 bytes: ")
     assert metrics["dlq-record-send-total"] == 1
 
 
@@ -198,3 +205,148 @@ def test_other_failures_are_not_turned_into_dead_letters():
     tally = DeliveryTally(keep_refused=True)
     tally.batch_completed(TopicPartition("t", 0), 3, NotLeaderOrFollowerError("gone"))
     assert tally.failed == 3 and tally.refused == 0 and tally.take_refused() == []
+
+
+# --- dead letters that must fit --------------------------------------------------------------------
+
+class SizedDlq(Producer):
+    """``send`` raises MessageTooLargeError over ``max_record_size`` (the real producer's check);
+    the dead-letter topic refuses as too large any record over ``topic_limit``."""
+
+    def __init__(self, max_record_size=1_048_576, topic_limit=None, **kwargs):
+        super().__init__(**kwargs)
+        self.max_record_size, self.topic_limit = max_record_size, topic_limit
+
+    def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
+             callback=None):
+        bound = RecordBatchBuilder.estimate_size_upper_bound(key, value, headers)
+        if bound > self.max_record_size:
+            raise RecordTooLargeError(f"{bound} bytes")
+        if topic == "dlq" and self.topic_limit is not None and bound > self.topic_limit:
+            self.sent.append((topic, value, key, partition, timestamp_ms, headers))
+            if len(self.sent) > 20:
+                raise AssertionError("the dead letter is sent again and again")
+            record = type("R", (), {"timestamp_ms": 0, "key": key, "value": value,
+                                    "headers": tuple(headers or ())})
+            callback.batch_refused(TopicPartition(topic, 0), [record], MessageTooLargeError(f"{bound}"))
+            return None
+        return super().send(topic, value, key, partition, timestamp_ms, headers, callback)
+
+
+def dlq_sends(producer):
+    return [s for s in producer.sent if s[0] == "dlq"]
+
+
+@pytest.mark.parametrize("stage", [CONVERT, PRODUCE])
+def test_a_topic_larger_than_max_request_size_is_cut_in_its_header_and_the_dead_letter_fits(stage):
+    """An invalid ``topic`` value of 2 MB (a mis-mapped column) used to be copied whole into the
+    topic header, so the dead letter itself was too large and send() raised out of handle()."""
+    huge = "x" * 2_000_000
+    dead = DeadLetters(ErrorPolicy("all", dlq_topic="dlq"), TaskContext(7, 3, 1), 1_048_576)
+    producer = SizedDlq(max_record_size=1_048_576)
+    dead.handle(producer, bad(topic=huge, stage=stage, value=b"v" * 10))
+    dead.settle(producer, ())
+    dead.check()
+    (_, value, key, _, _, headers), = dlq_sends(producer)
+    topic = dict(headers)[HEADER_PREFIX + "topic"]
+    assert len(topic) == CONTEXT_VALUE_MAX and topic.endswith(b"...[truncated, 2000000 bytes]")
+    assert topic.startswith(b"xxxx") and (key, value) == (b"k", b"v" * 10)
+    assert all(len(v or b"") <= CONTEXT_VALUE_MAX for k, v in headers if k.startswith(HEADER_PREFIX))
+    assert dead.dead_lettered == 1
+
+
+def test_a_dead_letter_is_sized_against_the_dead_letter_topics_own_limit():
+    """A 2,500-byte row with 4 KB of its own headers, a dead-letter topic of 2,000 bytes: the
+    value, the key, then the row's headers go; the context headers stay; each drop is noted."""
+    policy = ErrorPolicy("all", dlq_topic="dlq", dlq_max_message_bytes=2000)
+    dead = DeadLetters(policy, TaskContext(7, 3, 1), 1_048_576)
+    row_headers = [(f"h{i}", b"y" * 400) for i in range(10)]
+    letter = dead.dead_letter(bad(value=b"v" * 2500, key=b"k" * 100, headers=row_headers))
+    assert letter.dropped == ("value", "key", "headers") and size(letter) <= 2000
+    assert (letter.key, letter.value) == (None, b"")
+    named = dict(letter.headers)
+    assert not any(name.startswith("h") for name in named)
+    assert named[HEADER_PREFIX + "headers.dropped"].startswith(b"10 header(s), 4020 bytes: ")
+    assert named[HEADER_PREFIX + "key.dropped"].startswith(b"100 bytes: the dead letter would be "
+                                                           b"larger than 2000 bytes")
+    assert named[HEADER_PREFIX + "stage"] == b"convert"
+    small = dead.dead_letter(bad(value=b"v" * 1900, key=b"k" * 100, headers=[("h", b"1")]))
+    assert small.dropped == ("value",) and small.key == b"k" * 100 and size(small) <= 2000
+
+
+def test_context_headers_too_large_even_alone_are_cut_further_to_fit():
+    policy = ErrorPolicy("all", dlq_topic="dlq", dlq_max_message_bytes=1000)
+    dead = DeadLetters(policy, TaskContext(7, 3, 1), 1_048_576)
+    letter = dead.dead_letter(bad(InvalidRecordError("m" * 5000), topic="t" * 5000))
+    assert size(letter) <= 1000 and dict(letter.headers)[HEADER_PREFIX + "stage"] == b"convert"
+
+
+def test_without_the_topics_limit_a_refused_dead_letter_goes_again_as_its_context_headers():
+    """preflight=false: the tasks do not know the dead-letter topic's limit. A row with 4 KB of
+    its own headers refused there as too large goes again without them (they used to be kept,
+    compared with max.request.size only, so it was refused again and failed the task)."""
+    producer = SizedDlq(topic_limit=2000)
+    dead = DeadLetters(ErrorPolicy("all", dlq_topic="dlq"), TaskContext(7, 3, 1), 1_048_576)
+    dead.handle(producer, bad(value=b"v" * 2500, headers=[(f"h{i}", b"y" * 400) for i in range(10)]))
+    dead.settle(producer, ())
+    dead.check()
+    first, again = dlq_sends(producer)
+    assert len(first[5]) > 10 and again[1] == b"" and again[2] is None
+    named = dict(again[5])
+    assert set(named) >= {HEADER_PREFIX + "value.dropped", HEADER_PREFIX + "key.dropped",
+                          HEADER_PREFIX + "headers.dropped", HEADER_PREFIX + "topic"}
+    assert not any(name.startswith("h") for name in named) and dead.dead_lettered == 1
+
+
+def test_a_dead_letter_cut_to_its_headers_and_refused_again_is_not_sent_for_ever():
+    producer = SizedDlq(topic_limit=100)                   # below even the context headers
+    dead = DeadLetters(ErrorPolicy("all", dlq_topic="dlq"), TaskContext(7, 3, 1), 1_048_576)
+    dead.handle(producer, bad())
+    dead.settle(producer, ())
+    assert len(dlq_sends(producer)) == 2
+    with pytest.raises(DeadLetterError, match="1 bad record.*MessageTooLargeError"):
+        dead.check()
+
+
+def test_a_replayed_dead_letters_headers_are_the_records_not_ours():
+    """A dead letter written back through the sink carries this sink's headers, a
+    ``value.dropped`` among them, as its own. Refused as too large, it goes again cut to the
+    headers this write added (it used to be taken for one already cut, and failed the task)."""
+    replayed = [("h", b"1")] + [(HEADER_PREFIX + name, value) for name, value in (
+        ("topic", b"t"), ("partition", b"2"), ("exception.class.name", b"x.RecordTooLargeError"),
+        ("exception.message", b"big"), ("stage", b"convert"), ("spark.batch.id", b"1"),
+        ("spark.partition.id", b"0"), ("spark.attempt", b"0"),
+        ("value.dropped", b"5000 bytes: the dead letter would be larger than 1000 bytes"))]
+    producer = SizedDlq(topic_limit=1500)
+    dead = DeadLetters(ErrorPolicy("all", dlq_topic="dlq"), TaskContext(7, 3, 1), 1_048_576)
+    dead.handle(producer, bad(value=b"v" * 600, headers=replayed, error=InvalidRecordError("again")))
+    dead.settle(producer, ())
+    dead.check()
+    first, again = dlq_sends(producer)
+    named = dict(again[5])
+    assert [name for name, _ in again[5]].count(HEADER_PREFIX + "topic") == 1
+    assert named[HEADER_PREFIX + "exception.message"].endswith(b"again")
+    assert named[HEADER_PREFIX + "spark.batch.id"] == b"7"
+    assert named[HEADER_PREFIX + "value.dropped"].startswith(b"600 bytes: ")
+    assert named[HEADER_PREFIX + "headers.dropped"].startswith(b"10 header(s)")
+    assert dead.dead_lettered == 1
+
+
+def test_the_dead_letters_flushes_are_bounded_like_the_tasks():
+    """settle() flushes until every dead letter has an outcome: each flush is bounded
+    (delivery.timeout.ms plus the task's margin), so a stuck producer fails the task."""
+    from spark_kafka_sink.spark.partition_writer import FLUSH_MARGIN_S
+
+    class Recording(Producer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.timeouts = []
+
+        def flush(self, timeout=None):
+            self.timeouts.append(timeout)
+            return super().flush(timeout)
+
+    producer = Recording(raise_at=0)
+    writer, _ = make_writer(producer, options={**OPTIONS, **DLQ, "kafka.delivery.timeout.ms": "40000"})
+    writer([Row(key="k0", value="v0", topic="t")])
+    assert producer.timeouts and set(producer.timeouts) == {40 + FLUSH_MARGIN_S}

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import Row
 
+from spark_kafka_sink.errors import (AuthenticationError, BufferExhaustedError, MetadataTimeoutError,
+                                     ProducerClosedError)
 from spark_kafka_sink.spark.partition_writer import PartitionWriteError
 from spark_kafka_sink.spark.schema import Column, Kind, WriteSchema
 
@@ -48,3 +50,33 @@ def test_a_timestamp_before_1970_names_its_row_and_value_and_nothing_after_it_is
         assert sorted(written) == [b"a", b"b"]
     finally:
         cluster.close_producers()
+
+
+@pytest.mark.parametrize("error", [
+    MetadataTimeoutError("Topic t not present in metadata after 60000 ms"),
+    BufferExhaustedError("Failed to allocate 100 bytes within 60000 ms"),
+    AuthenticationError("SASL authentication failed"),
+    ProducerClosedError("cannot send after the producer is closed"),
+])
+def test_with_errors_tolerance_all_a_send_that_raises_a_non_record_error_fails_the_task(error):
+    """A timeout, an authentication failure or a closed producer says nothing about the row: it
+    must fail the task, never become a dead letter (the row would be lost without a trace when
+    the next one succeeds) nor be skipped."""
+
+    class Raising(FakeProducer):
+        def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
+                 callback=None):
+            if topic == "t" and value == b"v1":
+                raise error
+            return super().send(topic, value, key, partition, timestamp_ms, headers, callback)
+
+    producer = Raising()
+    options = {**OPTIONS, "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq"}
+    writer, pool = make_writer(producer, options=options)
+    with pytest.raises(PartitionWriteError,
+                       match=rf"topic 't', partition not chosen yet, row 1 of this partition\): "
+                             rf"{type(error).__name__}"):
+        writer(iter([Row(key="k0", value="v0", topic="t"), Row(key="k1", value="v1", topic="t"),
+                     Row(key="k2", value="v2", topic="t")]))
+    assert [s[:2] for s in producer.sent] == [("t", b"v0")]       # no dead letter, nothing after
+    assert pool.leases[0].released == 1
