@@ -33,7 +33,7 @@ def test_send_refuses_a_negative_timestamp_naming_it(cluster_producer, timestamp
         producer.send("t", b"v", timestamp_ms=timestamp)
     producer.flush(10)
     assert _written_timestamps(cluster) == []
-    assert cluster.metadata_requests() == 0                  # refused before any wait
+    assert cluster.metadata_requests("t") == 0               # refused before any wait
 
 
 def test_send_takes_zero_and_integral_timestamps_and_refuses_other_types(cluster_producer):
@@ -62,7 +62,7 @@ def test_send_arrow_refuses_a_negative_timestamp_naming_column_row_and_value(clu
                                          r"\(before 1970\).* 2 row\(s\) of this column are negative"):
         producer.send_arrow("t", table, timestamp="event_time")
     producer.flush(10)
-    assert _written_timestamps(cluster) == [] and cluster.metadata_requests() == 0
+    assert _written_timestamps(cluster) == [] and cluster.metadata_requests("t") == 0
 
 
 def test_send_arrow_keeps_timestamp_zero_and_stamps_nulls(cluster_producer):

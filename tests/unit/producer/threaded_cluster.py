@@ -75,8 +75,13 @@ class Cluster:
         for producer in self._producers:
             producer.close(0)
 
-    def metadata_requests(self) -> int:
-        return len(self.broker.requests_for(METADATA))
+    def metadata_requests(self, topic: str | None = None) -> int:
+        """Metadata requests so far; with ``topic``, only those asking for it (the sender's
+        first update, for brokers only, comes whenever its thread gets there)."""
+        requests = self.broker.requests_for(METADATA)
+        if topic is not None:
+            requests = [r for r in requests if topic in {t.name for t in r.body.topics or ()}]
+        return len(requests)
 
     @staticmethod
     def _init(request):
