@@ -43,10 +43,13 @@ stderr (or, for batch writes with Spark's worker logging on, in
 Exactly-once (``delivery.guarantee``, :mod:`~spark_kafka_sink.spark.exactly_once`): each task
 writes in its own transaction and puts it in its commit message; ``commit`` (on the driver)
 records and commits them, or, for a micro-batch the commit log shows committed already (a
-replay), aborts them; ``abort`` aborts whatever the batch's tasks left open. Recovery (finishing
-a batch an earlier driver recorded but did not commit, fencing what a crashed run left open) runs
-in ``writer()`` / ``streamWriter()`` when Spark plans the write, never in the commit worker, which
-calls ``streamWriter()`` again for every micro-batch.
+replay), aborts them; ``abort`` aborts whatever the batch's tasks left open and records the
+batch aborted, unless the log shows it committed (a failed replay: the record stays committed).
+Recovery (finishing a batch an earlier driver recorded but did not commit, fencing what a crashed
+run left open, upward from the recorded partition count, which also checks
+``transaction.timeout.ms`` with the brokers) runs in ``writer()`` / ``streamWriter()`` when Spark
+plans the write, never in the commit worker, which calls ``streamWriter()`` again for every
+micro-batch.
 
 Guarantees, at least once: as ``KafkaSink``. Records are in Kafka once a task succeeds; a failed
 write or micro-batch has nothing to undo (Kafka cannot take records back), and Spark's retry of a
@@ -204,7 +207,7 @@ def _commit_exactly_once(config: SinkConfig, batch_id: str,
                          messages: Sequence[WriterCommitMessage | None]) -> BatchCommit:
     with _exactly_once_driver(config) as driver:
         return driver.commit_written(batch_id, [m.transaction for m in messages if isinstance(
-            m, KafkaCommitMessage) and m.transaction is not None])
+            m, KafkaCommitMessage) and m.transaction is not None], len(messages))
 
 
 def _abort_exactly_once(config: SinkConfig, batch_id: str,
@@ -340,11 +343,18 @@ def _in_spark_worker() -> bool:
     return (_spark_worker_module() or "").startswith("pyspark.")
 
 
+_DAEMON = "pyspark.daemon"
+
+
 def _spark_worker_module() -> str | None:
-    """The module a PySpark worker runs as ``__main__``, or None outside one."""
+    """The module a PySpark worker runs, or None outside one: ``__main__``'s, or, in a worker
+    forked by PySpark's daemon (``__main__`` is ``pyspark.daemon``; Spark 4.3 starts its planning
+    and commit workers so), the worker module the daemon was started for (its first argument)."""
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     name = getattr(spec, "name", None) if spec else None
+    if name == _DAEMON and len(sys.argv) > 1 and sys.argv[1].startswith("pyspark."):
+        return sys.argv[1]
     return name if name and name.startswith("pyspark.") else None
 
 
