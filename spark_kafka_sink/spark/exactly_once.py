@@ -50,7 +50,7 @@ from typing import Iterable
 
 from ..errors import InvalidTxnStateError, KafkaError, ProducerFencedError
 from ..producer.resumable import ResumableTransaction, commit_resumable, fence_transactional_ids
-from .commit_log import ABORTED, COMMITTED, PREPARED, BatchRecord, CommitLog
+from .commit_log import ABORTED, COMMITTED, PREPARED, BatchRecord, CommitLog, is_replay
 from .options import SinkConfig
 
 log = logging.getLogger(__name__)
@@ -101,13 +101,17 @@ class ExactlyOnceDriver:
         self._timeout_s = timeout_s
         self._recovered = False
         self._last: BatchRecord | None = None
+        self._query_id: str | None = None
 
-    def begin_batch(self, batch_id: str, partitions: int) -> BatchStart:
+    def begin_batch(self, batch_id: str, partitions: int, query_id: str | None = None) -> BatchStart:
+        """``query_id``: the streaming query's id (stable per checkpoint; see
+        :func:`~.commit_log.is_replay`), recorded with the batch."""
         recovered = fenced = 0
         if not self._recovered:
             recovered, fenced = self._recover(partitions)
+        self._query_id = query_id
         last = self._last
-        if last is not None and last.batch_id == batch_id and last.state == COMMITTED:
+        if is_replay(last, batch_id, query_id, self._log.topic):
             log.info("KafkaSink: micro-batch %s was already committed (%d transactions, recorded in "
                      "%r): a replay, skipped", batch_id, len(last.transactions), self._log.topic)
             return BatchStart(batch_id, True, recovered, fenced)
@@ -146,7 +150,7 @@ class ExactlyOnceDriver:
         started = time.monotonic()
         record = BatchRecord(self._config.transactional_id_prefix, batch_id, PREPARED, partitions,
                              transactions, max(partitions, self._max_partitions()),
-                             int(time.time() * 1000))
+                             int(time.time() * 1000), self._query_id)
         self._log.append(record)
         self._last = record
         committed, lost = self._commit_all(record)
@@ -158,12 +162,17 @@ class ExactlyOnceDriver:
         return BatchCommit(batch_id, len(transactions), 0, (time.monotonic() - started) * 1000)
 
     def abort_batch(self, batch_id: str, partitions: int) -> BatchCommit:
-        """The job failed: abort whatever its tasks left open, by fencing their ids."""
+        """The job failed: abort whatever its tasks left open, by fencing their ids. A task
+        still running (Spark stops the Python worker of a cancelled task only after
+        ``spark.python.task.killTimeout``; a lost executor runs on until it notices) may open a
+        transaction after this fence: the next batch therefore recovers again, fencing every id."""
         started = time.monotonic()
+        self._recovered = False
         ids = [self._config.transactional_id(p) for p in range(partitions)]
         fence_transactional_ids(ids, self._task_config(), self._timeout_s)
         record = BatchRecord(self._config.transactional_id_prefix, batch_id, ABORTED, partitions,
-                             (), max(partitions, self._max_partitions()), int(time.time() * 1000))
+                             (), max(partitions, self._max_partitions()), int(time.time() * 1000),
+                             self._query_id)
         self._log.append(record)
         self._last = record
         log.warning("KafkaSink: micro-batch %s failed; the open transactions of its %d task(s) "

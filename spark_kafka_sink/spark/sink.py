@@ -30,7 +30,8 @@ Exactly-once (``delivery.guarantee=exactly-once``, :mod:`~spark_kafka_sink.spark
 before the job, the driver recovers (first batch of the process), and skips a batch id its commit
 log shows committed (a replay); each task writes in its own transaction and hands it back (arrow:
 in its stats row; rows: ``rdd.mapPartitions`` returns each task's stats); the driver then commits
-them all, or, when the job failed, aborts them all. ``spark.speculation=true`` is refused: a
+them all, or, when the job failed, aborts them all. The commit log records the streaming query's
+id (:func:`streaming_query_id`), so that a checkpoint reset is refused, not taken for a replay. ``spark.speculation=true`` is refused: a
 speculative twin of a task would fence the attempt Spark keeps. The metrics gain
 ``transaction-commit-total``, ``transaction-abort-total``, ``transaction-commit-time-ms`` and
 ``batch-replay-total`` (1 when the batch was a replay, skipped). Exactly-once needs classic Spark
@@ -153,7 +154,8 @@ class KafkaSink:
         except Exception as error:  # noqa: BLE001 - Spark Connect has no df.rdd
             raise ConfigError(f"{DELIVERY_GUARANTEE}={EXACTLY_ONCE!r} needs classic Spark (the "
                               f"job's partition count comes from df.rdd): {error}") from error
-        start = driver.begin_batch(key, partitions)
+        start = driver.begin_batch(key, partitions,
+                                   None if batch_id is None else streaming_query_id(df))
         if start.replay:
             return {**SinkTaskMetrics().as_dict(), **BatchCommit(key, 0, 0, 0.0, replay=True).figures()}
         try:
@@ -238,6 +240,21 @@ class KafkaSink:
 
     def __repr__(self) -> str:
         return f"KafkaSink({self._config!r})"
+
+
+STREAMING_QUERY_ID = "sql.streaming.queryId"
+"""The local property Spark's stream execution sets, on the thread that calls ``foreachBatch``, to
+the query's id (``StreamingQuery.id``, kept in the checkpoint)."""
+
+
+def streaming_query_id(df: Any) -> str | None:
+    """The id of the streaming query whose ``foreachBatch`` is writing ``df``, or ``None`` where
+    Spark does not say (no ``sparkContext``: Spark Connect)."""
+    try:
+        value = df.sparkSession.sparkContext.getLocalProperty(STREAMING_QUERY_ID)
+    except Exception:  # noqa: BLE001 - Spark Connect raises (no sparkContext)
+        return None
+    return value or None
 
 
 def _refuse_speculation(df: Any) -> None:
