@@ -90,8 +90,10 @@ class BatchRecord:
     """One micro-batch as the commit log holds it (see the module docstring). ``batch_id`` is
     Spark's batch id as a string (``write-<uuid>`` for ``KafkaSink.write``); ``max_partitions``
     is the most partitions any batch of the prefix has used, so a restarted driver knows which
-    transactional ids a crashed run may have left open; ``query_id`` is the id of the streaming
-    query that wrote it (``None``: unknown)."""
+    transactional ids a crashed run may have left open; ``probe_epochs`` are the producer epochs
+    the driver's last upward probe left on the ids from ``max_partitions`` up (ids no task had
+    used), so that the next probe tells an id only probed from one a task used since;
+    ``query_id`` is the id of the streaming query that wrote it (``None``: unknown)."""
 
     prefix: str
     batch_id: str
@@ -100,6 +102,7 @@ class BatchRecord:
     transactions: tuple[ResumableTransaction, ...]
     max_partitions: int
     written_ms: int = 0
+    probe_epochs: tuple[int, ...] = ()
     query_id: str | None = None
 
     def __post_init__(self) -> None:
@@ -114,6 +117,7 @@ class BatchRecord:
             "format": FORMAT, "prefix": self.prefix, "batch_id": self.batch_id,
             "state": self.state, "partitions": self.partitions,
             "max_partitions": self.max_partitions, "written_ms": self.written_ms,
+            "probe_epochs": list(self.probe_epochs),
             "transactions": [t.as_dict() for t in self.transactions]}
         if self.query_id is not None:
             value["query_id"] = self.query_id
@@ -128,7 +132,7 @@ class BatchRecord:
         transactions = tuple(ResumableTransaction.from_dict(t) for t in value["transactions"])
         return cls(value["prefix"], value["batch_id"], value["state"], value["partitions"],
                    transactions, value["max_partitions"], value.get("written_ms", 0),
-                   value.get("query_id"))
+                   tuple(value.get("probe_epochs", ())), value.get("query_id"))
 
     def __str__(self) -> str:
         query = "" if self.query_id is None else f" of streaming query {self.query_id}"

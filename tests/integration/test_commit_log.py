@@ -16,7 +16,7 @@ from spark_kafka_sink.admin import describe_topics
 from spark_kafka_sink.spark.commit_log import (
     ABORTED, COMMITTED, BatchRecord, CommitLog, DriverFencedError, writer_id,
 )
-from spark_kafka_sink.spark.exactly_once import ExactlyOnceDriver
+from spark_kafka_sink.spark.exactly_once import FENCE_GAP, ExactlyOnceDriver
 from spark_kafka_sink.spark.options import SinkConfig
 
 from ..helpers import create_topic
@@ -45,7 +45,7 @@ def test_a_newer_driver_fences_the_older_ones_commit_log_writer(kafka):
     try:
         assert not old.begin_batch("7", 1).replay           # the old driver runs batch 7...
         assert not new.begin_batch("7", 1).replay           # ...when its replacement starts
-        new.commit_batch("7", 1, [])
+        new.commit_batch("7", [], 1)
         with pytest.raises(DriverFencedError, match=r"another driver of the query with "
                                                     r"transactional.id.prefix .* took over"):
             old.abort_batch("7", 1)                          # its job "failed" meanwhile
@@ -57,8 +57,9 @@ def test_a_newer_driver_fences_the_older_ones_commit_log_writer(kafka):
     finally:
         log.close()
     consumed = consume_all(kafka.bootstrap_servers, config.commit_topic, 1, expected_count=2)[0]
-    states = [json.loads(r.value)["state"] for r in consumed if r.key == config.transactional_id_prefix.encode()]
-    assert states == ["prepared", COMMITTED]                 # nothing of the old driver's
+    states = [json.loads(r.value)["state"] for r in consumed
+              if json.loads(r.value)["batch_id"] == "7"]
+    assert ABORTED not in states and states[-1] == COMMITTED  # nothing of the old driver's after
     restarted = ExactlyOnceDriver(config)
     try:
         assert restarted.begin_batch("7", 1).replay          # so Spark's replay is skipped
@@ -74,7 +75,7 @@ def test_a_record_its_driver_did_not_commit_is_never_read(kafka):
     driver = ExactlyOnceDriver(config)
     try:
         driver.begin_batch("3", 1)
-        driver.commit_batch("3", 1, [])
+        driver.commit_batch("3", [], 1)
     finally:
         driver.close()
     dying = KafkaProducer({"bootstrap.servers": kafka.bootstrap_servers,
@@ -118,7 +119,7 @@ def test_a_task_opening_its_transaction_after_the_abort_is_aborted_when_the_next
         late.send(topic, b"late", key=b"late").result(timeout=30)
         assert list_offsets(bootstrap, topic, 1, committed=True) == {0: 0}   # held back
         start = driver.begin_batch("0", 1)                   # the rerun: one task, id -0 only
-        assert start.fenced == 2
+        assert start.fenced == 2 + FENCE_GAP                # every id used, and the window above
         assert_no_open_transaction(bootstrap, topic, 1)
         with pytest.raises(KafkaError) as refused:
             late.commit_transaction(30)
