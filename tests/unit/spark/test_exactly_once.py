@@ -23,7 +23,7 @@ from spark_kafka_sink.spark.commit_log import (
 )
 from spark_kafka_sink.spark.exactly_once import FENCE_GAP, ExactlyOnceDriver, FencedId
 from spark_kafka_sink.spark.options import SinkConfig
-from spark_kafka_sink.spark.sink import _refuse_speculation
+from spark_kafka_sink.spark.sink import JobWatch, _refuse_speculation
 from spark_kafka_sink.structs import TopicPartition
 
 from ..fakes import FakeClock
@@ -436,6 +436,38 @@ def test_a_commit_topic_whose_configuration_cannot_be_read_is_a_warning():
     unreadable = TopicDescription("commits", True, 1, config_error=TopicAuthorizationFailedError("denied"))
     verdict = judge_topic(unreadable, "b:9092")
     assert verdict.refusal is None and "make sure its cleanup.policy is compact" in verdict.warning
+
+
+class FakeTracker:
+    """Spark's status tracker: jobs by group, their stages, each stage's running tasks (a list
+    consumed one value per look)."""
+
+    def __init__(self, jobs, stages):
+        self.jobs, self.stages = jobs, stages
+
+    def getJobIdsForGroup(self, group):
+        return list(self.jobs.get(group, ()))
+
+    def getJobInfo(self, job):
+        return type("JobInfo", (), {"stageIds": [s for s in self.stages if s // 10 == job]})()
+
+    def getStageInfo(self, stage):
+        counts = self.stages[stage]
+        return type("StageInfo", (), {"numActiveTasks": counts.pop(0) if len(counts) > 1 else counts[0]})()
+
+
+def test_after_a_failed_job_the_driver_waits_for_its_cancelled_tasks_before_fencing():
+    """Spark fails the job while its cancelled tasks still run (until their Python worker ends):
+    the wait ends when none of the write's jobs has a running task; jobs that were there before
+    (another write of the same group) do not count."""
+    tracker = FakeTracker({"run-1": [1, 2, 3]}, {10: [2, 1, 1, 0], 20: [0], 30: [5]})
+    watch = JobWatch(tracker, "run-1", frozenset({3}))
+    assert watch.watching and watch.active_tasks() == 2
+    assert watch.await_tasks_stopped(5, poll_s=0)
+    assert tracker.stages[10] == [0]                            # it looked until the last one ended
+    stuck = JobWatch(FakeTracker({"run-1": [1]}, {10: [1]}), "run-1", frozenset())
+    assert not stuck.await_tasks_stopped(0.05, poll_s=0.01)
+    assert not JobWatch(None, None, frozenset()).watching       # Spark Connect: nothing to watch
 
 
 class _Conf:
