@@ -30,7 +30,8 @@ Exactly-once (``delivery.guarantee=exactly-once``, :mod:`~spark_kafka_sink.spark
 before the job, the driver recovers (first batch of the process), and skips a batch id its commit
 log shows committed (a replay); each task writes in its own transaction and hands it back (arrow:
 in its stats row; rows: ``rdd.mapPartitions`` returns each task's stats); the driver then commits
-them all, or, when the job failed, aborts them all. The commit log records the streaming query's
+them all, or, when the job failed, aborts them all, once its cancelled tasks have stopped
+(:class:`JobWatch`). The commit log records the streaming query's
 id (:func:`streaming_query_id`; classic Spark only), so that a checkpoint reset is refused, not
 taken for a replay. ``spark.speculation=true`` is refused: a speculative twin of a task would
 fence the attempt Spark keeps. The metrics gain
