@@ -27,9 +27,10 @@ accumulators) arrow mode collects metrics as everywhere; rows mode writes but co
 ``last_metrics`` stays ``None``.
 
 Exactly-once (``delivery.guarantee=exactly-once``, :mod:`~spark_kafka_sink.spark.exactly_once`):
-before the job, the driver recovers (first batch of the process, and the first after a batch whose
-outcome it could not record), and skips a batch id its commit log shows committed (a replay); each task writes in its own transaction and hands it back (arrow:
-in its stats row; rows: ``rdd.mapPartitions`` returns each task's stats); the driver then commits
+before the job, the driver recovers (first batch of the process, and the first after a failed
+batch or one whose outcome it could not record), and skips a batch id its commit log shows
+committed (a replay); each task writes in its own transaction and hands it back (arrow: in its
+stats row; rows: ``rdd.mapPartitions`` returns each task's stats); the driver then commits
 them all, or, when the job failed, aborts them all, once its cancelled tasks have stopped
 (:class:`JobWatch`). The commit log records the streaming query's
 id (:func:`streaming_query_id`; classic Spark only), so that a checkpoint reset is refused, not
