@@ -1,6 +1,6 @@
 """The admin calls the demo, the jobs and the sink need: create a topic and wait until it is
 usable (:func:`create_topic`), read a small partition back whole (:func:`read_partition`: the
-exactly-once sink's commit log), describe topics (:func:`describe_topics`: the sink's
+exactly-once sink's commit log, read committed), describe topics (:func:`describe_topics`: the sink's
 preflight), and set client quotas (:func:`alter_client_quotas`: a throttled cluster, to test
 against).
 
@@ -14,8 +14,10 @@ On a secured listener pass the same ``config`` the producer takes (``security.pr
 
 from __future__ import annotations
 
+import heapq
+import struct
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -23,13 +25,14 @@ from .client.blocking import BlockingConnection
 from .client.security import ConnectionSecurity
 from .config import ProducerConfig
 from .error_codes import ErrorCode
-from .errors import KafkaConnectionError, KafkaError, error_for, raise_for_code
+from .errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for, raise_for_code
 from .protocol import apis
 from .protocol.messages.describe_configs import RESOURCE_TOPIC
 from .record import read_batches
-from .record.reader import Record
+from .record.reader import Record, RecordBatch
 
-__all__ = ["CreatedTopic", "TopicDescription", "alter_client_quotas", "create_topic", "describe_topics",
+__all__ = ["READ_COMMITTED", "READ_UNCOMMITTED", "CreatedTopic", "TopicDescription",
+           "alter_client_quotas", "committed_batches", "create_topic", "describe_topics",
            "read_partition"]
 
 _POLL_S = 0.1
@@ -123,13 +126,17 @@ def alter_client_quotas(bootstrap: str, entity: Mapping[str, str | None],
 class TopicDescription:
     """What :func:`describe_topics` learnt of a topic: ``exists`` (``False``: the cluster does
     not know it), its partition count and its configuration (name -> value; empty when the topic
-    is missing or describing it is not allowed, see ``config_error``)."""
+    is missing or describing it is not allowed, see ``config_error``). ``replication_factor`` is
+    the fewest replicas any of its partitions has (0 when unknown), and ``cluster_brokers`` how
+    many brokers the cluster's Metadata answer listed, to judge it by."""
 
     name: str
     exists: bool
     partitions: int = 0
     configs: Mapping[str, str | None] = field(default_factory=lambda: MappingProxyType({}))
     config_error: KafkaError | None = None
+    replication_factor: int = 0
+    cluster_brokers: int = 0
 
 
 def describe_topics(bootstrap: str, topics: list[str], *, config_names: list[str] | None = None,
@@ -157,14 +164,16 @@ def describe_topics(bootstrap: str, topics: list[str], *, config_names: list[str
         response = conn.request(apis.METADATA, {"topics": [{"name": t} for t in topics],
                                                 "allow_auto_topic_creation": auto_create})
         found: dict[str, TopicDescription] = {}
+        brokers = len(response.brokers)
         for t in response.topics:
             if t.error_code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_TOPIC_EXCEPTION):
-                found[t.name] = TopicDescription(t.name, False)
-            elif t.error_code == ErrorCode.LEADER_NOT_AVAILABLE:   # being created
-                found[t.name] = TopicDescription(t.name, True, len(t.partitions))
-            else:
+                found[t.name] = TopicDescription(t.name, False, cluster_brokers=brokers)
+                continue
+            if t.error_code != ErrorCode.LEADER_NOT_AVAILABLE:     # that one: being created
                 raise_for_code(t.error_code, f"Metadata for topic {t.name}")
-                found[t.name] = TopicDescription(t.name, True, len(t.partitions))
+            found[t.name] = TopicDescription(
+                t.name, True, len(t.partitions), cluster_brokers=brokers,
+                replication_factor=min((len(p.replica_nodes) for p in t.partitions), default=0))
         existing = [name for name in topics if found.get(name) and found[name].exists]
         if not existing:
             return found
@@ -176,12 +185,10 @@ def describe_topics(bootstrap: str, topics: list[str], *, config_names: list[str
             if result.error_code != ErrorCode.NONE:
                 error = error_for(result.error_code, f"DescribeConfigs for topic "
                                   f"{result.resource_name}: {result.error_message or ''}")
-                found[result.resource_name] = TopicDescription(
-                    described.name, True, described.partitions, config_error=error)
+                found[result.resource_name] = replace(described, config_error=error)
                 continue
-            found[result.resource_name] = TopicDescription(
-                described.name, True, described.partitions,
-                MappingProxyType({c.name: c.value for c in result.configs}))
+            found[result.resource_name] = replace(
+                described, configs=MappingProxyType({c.name: c.value for c in result.configs}))
     return found
 
 
@@ -204,25 +211,55 @@ def _leaders(conn: BlockingConnection, topic: str) -> dict[int, int]:
 
 _READ_MAX_BYTES = 1 << 20
 _LATEST, _EARLIEST = -1, -2
+READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
+_ISOLATION = {READ_UNCOMMITTED: 0, READ_COMMITTED: 1}
+_ABORT_MARKER = 0
+"""A control record's type (the second int16 of its key): 0 aborts, 1 commits."""
 
 
 def read_partition(bootstrap: str, topic: str, partition: int = 0, *, timeout_s: float = 30.0,
-                   config: ProducerConfig | Mapping[str, Any] | None = None) -> list[Record]:
+                   config: ProducerConfig | Mapping[str, Any] | None = None,
+                   isolation_level: str = READ_UNCOMMITTED) -> list[Record]:
     """Every record of ``topic``-``partition`` from its log start to its end as of the call
-    (read_uncommitted; control records left out), read from the leader with ListOffsets and
-    Fetch. Meant for small, compacted topics: it holds them in memory. Retriable errors (a leader
-    moving, a partition still loading) are retried until ``timeout_s``; others raise."""
+    (control records left out), read from the leader with ListOffsets and Fetch. Meant for small,
+    compacted topics: it holds them in memory. Retriable errors (a leader moving, a partition
+    still loading) are retried until ``timeout_s``; others raise.
+
+    ``isolation_level`` as a consumer's ``isolation.level``: ``read_uncommitted`` (the default)
+    reads every record; ``read_committed`` leaves out the records of aborted transactions and
+    first waits, up to ``timeout_s``, until every transaction with records below the end as of
+    the call is decided (the last stable offset reaches that end), so that it returns every
+    record committed before the call, never a stale view; a transaction still open then raises
+    ``KafkaTimeoutError`` naming its first offset."""
+    if isolation_level not in _ISOLATION:
+        raise ValueError(f"isolation_level must be {READ_UNCOMMITTED!r} or {READ_COMMITTED!r}, "
+                         f"got {isolation_level!r}")
+    committed = isolation_level == READ_COMMITTED
     deadline = time.monotonic() + timeout_s
     security = connection_security(bootstrap, config)
     host, port = _first_address(bootstrap)
+    end: int | None = None                       # read_committed: the end as of the call
     while True:
         try:
             with BlockingConnection(host, port, timeout_s=timeout_s, security=security) as conn:
                 leader = _leader_address(conn, topic, partition)
             with BlockingConnection(*leader, timeout_s=timeout_s, security=security) as conn:
                 start = _list_offset(conn, topic, partition, _EARLIEST)
-                end = _list_offset(conn, topic, partition, _LATEST)
-                return _fetch_range(conn, topic, partition, start, end, deadline)
+                high = _list_offset(conn, topic, partition, _LATEST)
+                if not committed:
+                    return _fetch_range(conn, topic, partition, start, high, deadline)
+                end = high if end is None else end
+                stable = _list_offset(conn, topic, partition, _LATEST, isolation=1)
+                if stable >= end:
+                    return _fetch_range(conn, topic, partition, start, stable, deadline,
+                                        isolation=1)
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError(
+                    f"reading {topic}-{partition} read_committed: a transaction open since offset "
+                    f"{stable} is still undecided after {timeout_s:.0f} s (the log ends at {end}); "
+                    "it ends when its producer commits or aborts, when another producer with its "
+                    "transactional.id initializes, or after its transaction.timeout.ms")
+            time.sleep(_POLL_S)
         except KafkaError as error:
             if not getattr(error, "retriable", False) or time.monotonic() > deadline:
                 raise
@@ -243,9 +280,11 @@ def _leader_address(conn: BlockingConnection, topic: str, partition: int) -> tup
     raise error_for(5, f"{topic}-{partition} has no leader yet")   # LEADER_NOT_AVAILABLE
 
 
-def _list_offset(conn: BlockingConnection, topic: str, partition: int, timestamp: int) -> int:
-    response = conn.request(apis.LIST_OFFSETS, {"replica_id": -1, "topics": [{"name": topic, "partitions": [
-        {"partition_index": partition, "timestamp": timestamp}]}]})
+def _list_offset(conn: BlockingConnection, topic: str, partition: int, timestamp: int, *,
+                 isolation: int = 0) -> int:
+    response = conn.request(apis.LIST_OFFSETS, {
+        "replica_id": -1, "isolation_level": isolation, "topics": [{"name": topic, "partitions": [
+            {"partition_index": partition, "timestamp": timestamp}]}]})
     for t in response.topics:
         for p in t.partitions:
             raise_for_code(p.error_code, f"ListOffsets for {topic}-{partition}")
@@ -254,7 +293,7 @@ def _list_offset(conn: BlockingConnection, topic: str, partition: int, timestamp
 
 
 def _fetch_range(conn: BlockingConnection, topic: str, partition: int, start: int, end: int,
-                 deadline: float) -> list[Record]:
+                 deadline: float, *, isolation: int = 0) -> list[Record]:
     records: list[Record] = []
     offset = start
     while offset < end:
@@ -262,6 +301,7 @@ def _fetch_range(conn: BlockingConnection, topic: str, partition: int, start: in
             raise KafkaError(f"reading {topic}-{partition}: offsets {offset}..{end} not read in time")
         response = conn.request(apis.FETCH, {
             "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": _READ_MAX_BYTES,
+            "isolation_level": isolation,
             "topics": [{"topic": topic, "partitions": [
                 {"partition": partition, "fetch_offset": offset,
                  "partition_max_bytes": _READ_MAX_BYTES}]}],
@@ -270,15 +310,40 @@ def _fetch_range(conn: BlockingConnection, topic: str, partition: int, start: in
         data = next(p for t in response.responses for p in t.partitions
                     if p.partition_index == partition)
         raise_for_code(data.error_code, f"Fetch for {topic}-{partition} at offset {offset}")
-        progressed = False
-        for batch in read_batches(data.records or b""):
-            if batch.last_offset >= offset:
-                progressed = True
-            offset = max(offset, batch.last_offset + 1)
-            if batch.is_control:
-                continue
-            records.extend(r for r in batch.records if start <= r.offset < end)
-        if not progressed:
+        batches = list(read_batches(data.records or b""))
+        if not any(batch.last_offset >= offset for batch in batches):
             raise KafkaError(f"reading {topic}-{partition}: no batch at offset {offset} (end {end}): "
                              "a record larger than the fetch size?")
+        kept = batches if not isolation else committed_batches(
+            batches, [(a.producer_id, a.first_offset) for a in data.aborted_transactions or ()])
+        records.extend(r for batch in kept if not batch.is_control
+                       for r in batch.records if offset <= r.offset < end)
+        offset = max(offset, max(batch.last_offset for batch in batches) + 1)
     return records
+
+
+def committed_batches(batches: list[RecordBatch],
+                      aborted: list[tuple[int, int]]) -> list[RecordBatch]:
+    """The batches of one read_committed Fetch answer that are not part of an aborted
+    transaction, in order (control batches included). ``aborted``: the answer's aborted
+    transactions, ``(producer_id, first_offset)``. Kafka's consumer does the same: a producer's
+    transactional batches are dropped from its aborted transaction's first offset until its
+    abort marker."""
+    pending = sorted((first, producer_id) for producer_id, first in aborted)
+    aborting: set[int] = set()
+    kept = []
+    for batch in batches:
+        if batch.producer_id >= 0:
+            while pending and pending[0][0] <= batch.last_offset:
+                aborting.add(heapq.heappop(pending)[1])
+            if batch.is_control and _is_abort_marker(batch):
+                aborting.discard(batch.producer_id)
+            elif batch.is_transactional and batch.producer_id in aborting:
+                continue
+        kept.append(batch)
+    return kept
+
+
+def _is_abort_marker(batch: RecordBatch) -> bool:
+    key = batch.records[0].key if batch.records else None
+    return key is not None and len(key) >= 4 and struct.unpack(">hh", key[:4])[1] == _ABORT_MARKER

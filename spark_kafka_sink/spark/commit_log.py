@@ -9,9 +9,34 @@ as ``committed`` after the last one (``aborted`` when the driver gave the batch 
 keeps the last record per prefix, which is all a restarted driver needs: it reads the partition
 once (:func:`~spark_kafka_sink.admin.read_partition`) and takes the prefix's last record.
 
-Writes go through an idempotent producer with ``acks=all`` and wait for the acknowledgement, so a
-record the driver went on from is durable. Values are JSON (``format`` 1); a record this version
-cannot read is an error naming the topic and offset, never skipped.
+**One writer per query.** Records are written by a transactional producer whose id is the
+prefix's own, ``<prefix>-commit-log`` (:func:`writer_id`: never a task's ``<prefix>-<n>``, and
+covered by a prefixed ACL on ``<prefix>-``), one transaction per record, waiting for the commit.
+A driver initializes it before it reads the log (:meth:`CommitLog.latest`), which fences every
+older driver's writer and aborts what that one had not committed: a driver that outlived its
+replacement (a YARN driver restart, a network partition) has its next append refused with
+:class:`DriverFencedError` ("another driver of this query took over") and cannot append
+``aborted`` after the new driver's ``committed``. The log is read ``read_committed``, waiting for
+transactions still undecided (another prefix's append on a shared topic), so a reader never sees
+a fenced driver's record, nor a stale view. The writer's transactions time out after
+:data:`WRITER_TRANSACTION_TIMEOUT_MS` (at most the sink's ``transaction.timeout.ms``): a driver
+that dies mid-append holds readers of a shared topic back that long at most.
+
+**The topic** must be compacted: with ``cleanup.policy=delete`` the records are deleted after
+``retention.ms`` and, with them, what tells a replayed batch from a new one.
+:meth:`CommitLog.ensure_topic` refuses such a topic (:func:`judge_topic`, naming the fix) and logs
+a warning for replication factor 1 on a cluster of several brokers.
+
+**The streaming query id.** Records carry the id of the query that wrote them (``query_id``;
+Spark keeps it in the checkpoint, so it is stable across restarts). A batch id the log shows
+committed by another query is not a replay but a checkpoint reset with the prefix kept (batch ids
+start again at 0): :func:`is_replay` refuses it with :class:`CheckpointResetError` instead of
+skipping it. Records without a query id (written by ``KafkaSink.write``, the Data Source, or
+earlier versions) are judged by batch id alone, as before.
+
+Values are JSON (``format`` 1; ``query_id`` is optional, so earlier versions read these records
+and this version reads theirs); a record this version cannot read is an error naming the topic
+and offset, never skipped.
 """
 
 from __future__ import annotations
@@ -21,11 +46,11 @@ import logging
 import time
 from dataclasses import dataclass, replace
 
-from ..admin import create_topic, read_partition
-from ..errors import KafkaError
+from ..admin import READ_COMMITTED, TopicDescription, create_topic, describe_topics, read_partition
+from ..errors import ConfigError, InvalidProducerEpochError, KafkaError, ProducerFencedError
 from ..producer.producer import KafkaProducer
 from ..producer.resumable import ResumableTransaction
-from .options import SinkConfig
+from .options import COMMIT_TOPIC, TXN_PREFIX, SinkConfig
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +60,29 @@ STATES = (PREPARED, COMMITTED, ABORTED)
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": "3600000"}
 """Compacted, with hourly segments: compaction never touches the active segment, so with the
 default week a restarted driver would read a week of records (two per micro-batch)."""
+CHECKED_CONFIGS = ("cleanup.policy", "retention.ms", "retention.bytes")
+WRITER_SUFFIX = "-commit-log"
+WRITER_TRANSACTION_TIMEOUT_MS = 30_000
+"""The commit-log writer's ``transaction.timeout.ms`` (lowered to the sink's if that is less):
+one record per transaction, committed at once."""
 _WRITE_TIMEOUT_S = 60.0
+
+
+class DriverFencedError(KafkaError):
+    """Another driver of the same query initialized the commit log's writer after this one: this
+    driver must stop (its record was not written)."""
+
+
+class CheckpointResetError(KafkaError):
+    """The commit log shows the batch id committed by another streaming query: the checkpoint was
+    reset (or replaced) while ``transactional.id.prefix`` was kept."""
+
+
+def writer_id(prefix: str) -> str:
+    """The transactional id of the prefix's commit-log writer: ``<prefix>-commit-log``. The
+    tasks' ids are ``<prefix>-<n>`` (``n`` digits), so it is none of them, nor another prefix's
+    task id or writer id."""
+    return prefix + WRITER_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -45,7 +92,8 @@ class BatchRecord:
     is the most partitions any batch of the prefix has used, so a restarted driver knows which
     transactional ids a crashed run may have left open; ``probe_epochs`` are the producer epochs
     the driver's last upward probe left on the ids from ``max_partitions`` up (ids no task had
-    used), so that the next probe tells an id only probed from one a task used since."""
+    used), so that the next probe tells an id only probed from one a task used since;
+    ``query_id`` is the id of the streaming query that wrote it (``None``: unknown)."""
 
     prefix: str
     batch_id: str
@@ -55,6 +103,7 @@ class BatchRecord:
     max_partitions: int
     written_ms: int = 0
     probe_epochs: tuple[int, ...] = ()
+    query_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.state not in STATES:
@@ -64,13 +113,15 @@ class BatchRecord:
         return replace(self, state=state, written_ms=int(time.time() * 1000))
 
     def to_json(self) -> bytes:
-        return json.dumps({
+        value = {
             "format": FORMAT, "prefix": self.prefix, "batch_id": self.batch_id,
             "state": self.state, "partitions": self.partitions,
             "max_partitions": self.max_partitions, "written_ms": self.written_ms,
             "probe_epochs": list(self.probe_epochs),
-            "transactions": [t.as_dict() for t in self.transactions],
-        }, separators=(",", ":"), sort_keys=True).encode()
+            "transactions": [t.as_dict() for t in self.transactions]}
+        if self.query_id is not None:
+            value["query_id"] = self.query_id
+        return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> BatchRecord:
@@ -81,7 +132,85 @@ class BatchRecord:
         transactions = tuple(ResumableTransaction.from_dict(t) for t in value["transactions"])
         return cls(value["prefix"], value["batch_id"], value["state"], value["partitions"],
                    transactions, value["max_partitions"], value.get("written_ms", 0),
-                   tuple(value.get("probe_epochs", ())))
+                   tuple(value.get("probe_epochs", ())), value.get("query_id"))
+
+    def __str__(self) -> str:
+        query = "" if self.query_id is None else f" of streaming query {self.query_id}"
+        return f"micro-batch {self.batch_id}{query} ({self.state})"
+
+
+def is_replay(last: BatchRecord | None, batch_id: str, query_id: str | None, topic: str) -> bool:
+    """Whether ``batch_id`` (of streaming query ``query_id``, ``None`` if unknown) is a replay:
+    ``last``, the prefix's last record, shows it committed. Raises :class:`CheckpointResetError`
+    when that commit was another query's (both ids known): skipping the batch would lose its
+    rows."""
+    if last is None:
+        return False
+    other = query_id is not None and last.query_id is not None and last.query_id != query_id
+    if last.batch_id != batch_id or last.state != COMMITTED:
+        if other:
+            log.warning("KafkaSink: the commit log %r of %s %r was last written by %s; this is "
+                        "streaming query %s, micro-batch %s (a checkpoint reset, or another query "
+                        "with this prefix): going on, no batch id collides yet", topic, TXN_PREFIX,
+                        last.prefix, last, query_id, batch_id)
+        return False
+    if other:
+        raise CheckpointResetError(
+            f"KafkaSink: checkpoint reset detected: the commit log {topic!r} of {TXN_PREFIX} "
+            f"{last.prefix!r} shows micro-batch {batch_id} committed by streaming query "
+            f"{last.query_id}, and this is query {query_id} (a query's id is kept in its "
+            "checkpoint: a new one means the checkpoint was deleted or replaced, so its batch ids "
+            "started again). Skipping the batch as a replay would lose its rows; it was not "
+            f"written. Use a new {TXN_PREFIX} with the new checkpoint, or restore the old "
+            "checkpoint")
+    return True
+
+
+@dataclass(frozen=True)
+class TopicVerdict:
+    """What :func:`judge_topic` found: ``refusal``, why the topic cannot hold the log (``None``:
+    it can), and ``warning``, a risk to log."""
+
+    refusal: str | None = None
+    warning: str | None = None
+
+
+def judge_topic(described: TopicDescription, bootstrap: str) -> TopicVerdict:
+    """Whether ``described`` can hold a commit log: compacted and not deleted by retention
+    (refused otherwise, naming the fix); replication factor 1 on a cluster of several brokers is
+    a warning (one disk lost loses the log)."""
+    name = described.name
+    if described.config_error is not None:
+        return TopicVerdict(warning=(
+            f"KafkaSink: cannot read the configuration of the exactly-once commit topic {name!r} "
+            f"({described.config_error}); make sure its cleanup.policy is compact"))
+    refusal = _policy_refusal(described, bootstrap)
+    if refusal is not None:
+        return TopicVerdict(refusal=refusal)
+    if described.replication_factor == 1 and described.cluster_brokers > 1:
+        return TopicVerdict(warning=(
+            f"KafkaSink: the exactly-once commit topic {name!r} has replication factor 1 on a "
+            f"cluster of {described.cluster_brokers} brokers: if that broker's log is lost, so is "
+            "what tells a replayed micro-batch from a new one. Recreate it with replication factor "
+            f"3 (or the cluster's default.replication.factor raised), or set option "
+            f"{COMMIT_TOPIC!r} to a replicated topic"))
+    return TopicVerdict()
+
+
+def _policy_refusal(described: TopicDescription, bootstrap: str) -> str | None:
+    policy = described.configs.get("cleanup.policy")
+    policies = {p.strip() for p in (policy or "").split(",")}
+    kept = all(described.configs.get(name) == "-1" for name in ("retention.ms", "retention.bytes"))
+    if "compact" in policies and ("delete" not in policies or kept):
+        return None
+    why = ("is not compacted" if "compact" not in policies else
+           "deletes records after retention.ms / retention.bytes, the last ones too")
+    return (f"option {COMMIT_TOPIC!r}: topic {described.name!r} has cleanup.policy={policy!r}, so "
+            f"it {why}: once a prefix's last record is gone, a micro-batch Spark replays is "
+            "written again. Make it compacted (kafka-configs.sh --bootstrap-server "
+            f"{bootstrap} --alter --entity-type topics --entity-name {described.name} "
+            f"--add-config cleanup.policy=compact), or set {COMMIT_TOPIC!r} to another topic "
+            "(the sink creates it compacted)")
 
 
 class CommitLog:
@@ -98,19 +227,33 @@ class CommitLog:
         self._timeout_s = timeout_s
         self._producer: KafkaProducer | None = None
 
+    @property
+    def writer_id(self) -> str:
+        return writer_id(self.prefix)
+
     def ensure_topic(self) -> None:
-        """Create the topic (one partition, compacted) unless it exists."""
+        """Create the topic (one partition, compacted) unless it exists; refuse one that is not
+        compacted (``ConfigError``), warn about replication factor 1 (:func:`judge_topic`)."""
         created = create_topic(self._bootstrap, self.topic, 1, configs=TOPIC_CONFIGS,
                                exist_ok=True, timeout_s=self._timeout_s, config=self._producer_config)
         if created.created:
             log.info("created the exactly-once commit log topic %r", self.topic)
+        described = describe_topics(self._bootstrap, [self.topic], config_names=list(CHECKED_CONFIGS),
+                                    timeout_s=self._timeout_s, config=self._producer_config)
+        verdict = judge_topic(described[self.topic], self._bootstrap)
+        if verdict.refusal is not None:
+            raise ConfigError(verdict.refusal)
+        if verdict.warning is not None:
+            log.warning("%s", verdict.warning)
 
     def latest(self) -> BatchRecord | None:
-        """The prefix's last record, or None when it has none."""
+        """The prefix's last committed record, or None when it has none. Takes the log over
+        first: this driver's writer initializes, fencing every older driver's."""
+        self._writer()
         last = None
         key = self.prefix.encode()
         for record in read_partition(self._bootstrap, self.topic, 0, timeout_s=self._timeout_s,
-                                     config=self._producer_config):
+                                     config=self._producer_config, isolation_level=READ_COMMITTED):
             if record.key != key or record.value is None:
                 continue
             try:
@@ -121,16 +264,48 @@ class CommitLog:
         return last
 
     def append(self, record: BatchRecord) -> None:
-        """Write ``record`` and wait for its acknowledgement (raises if it is not written)."""
+        """Write ``record`` in a transaction and wait for its commit (raises if it is not
+        written; :class:`DriverFencedError` when another driver took the log over)."""
         if record.prefix != self.prefix:
             raise ValueError(f"record of prefix {record.prefix!r} in the log of {self.prefix!r}")
+        try:
+            producer = self._writer()
+            producer.begin_transaction()
+            future = producer.send(self.topic, record.to_json(), key=self.prefix.encode(),
+                                   partition=0)
+            producer.commit_transaction(self._timeout_s)
+            future.result(timeout=self._timeout_s)
+        except BaseException as error:
+            self._discard_writer()               # the next append starts over: init aborts
+            if isinstance(error, (ProducerFencedError, InvalidProducerEpochError)):
+                raise DriverFencedError(
+                    f"KafkaSink: commit log {self.topic!r}: another driver of the query with "
+                    f"{TXN_PREFIX} {self.prefix!r} took over (its writer {self.writer_id!r} "
+                    f"initialized after this driver's, fencing it; or this append outlived the "
+                    f"writer's transaction timeout). {record} was not recorded; this driver must "
+                    f"stop: {error}") from error
+            raise
+
+    def _writer(self) -> KafkaProducer:
+        """The transactional writer, initialized (which fences older drivers' writers)."""
         if self._producer is None:
-            self._producer = KafkaProducer(self._producer_config.with_overrides(
-                {"acks": "all", "enable.idempotence": True, "linger.ms": 0}))
-        future = self._producer.send(self.topic, record.to_json(), key=self.prefix.encode(),
-                                     partition=0)
-        self._producer.flush(self._timeout_s)
-        future.result(timeout=self._timeout_s)
+            timeout_ms = min(WRITER_TRANSACTION_TIMEOUT_MS,
+                             self._producer_config.transaction_timeout_ms)
+            producer = KafkaProducer(self._producer_config.with_overrides({
+                "acks": "all", "enable.idempotence": True, "linger.ms": 0,
+                "transactional.id": self.writer_id, "transaction.timeout.ms": timeout_ms}))
+            try:
+                producer.init_transactions(self._timeout_s)
+            except BaseException:
+                producer.close(0)
+                raise
+            self._producer = producer
+        return self._producer
+
+    def _discard_writer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.close(0)
 
     def close(self) -> None:
         if self._producer is not None:
@@ -139,4 +314,3 @@ class CommitLog:
 
     def __repr__(self) -> str:
         return f"CommitLog(topic={self.topic!r}, prefix={self.prefix!r})"
-

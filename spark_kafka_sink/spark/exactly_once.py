@@ -80,7 +80,7 @@ from ..errors import (
 from ..producer.resumable import (
     FencedId, ResumableTransaction, commit_resumable, fence_transactional_ids,
 )
-from .commit_log import ABORTED, COMMITTED, PREPARED, BatchRecord, CommitLog
+from .commit_log import ABORTED, COMMITTED, PREPARED, BatchRecord, CommitLog, is_replay
 from .options import SinkConfig
 
 log = logging.getLogger(__name__)
@@ -176,18 +176,24 @@ class ExactlyOnceDriver:
         self._log = commit_log or CommitLog(config)
         self._ops = transactions or KafkaTransactionOps(config.producer_config, timeout_s)
         self._clock = clock
+        self._query_id: str | None = None
         self._forget()
 
     # --- the protocol -------------------------------------------------------------------------
 
-    def begin_batch(self, batch_id: str, partitions: int | None = None) -> BatchStart:
+    def begin_batch(self, batch_id: str, partitions: int | None = None,
+                    query_id: str | None = None) -> BatchStart:
         """Before the job: recover if needed, then skip a replay. ``partitions``: the job's
-        partition count when known before it runs (rows mode), else None (arrow mode)."""
+        partition count when known before it runs (rows mode), else None (arrow mode).
+        ``query_id``: the streaming query's id (stable per checkpoint), recorded with the batch;
+        a batch id the log shows committed by another query is refused
+        (:func:`~.commit_log.is_replay`: a checkpoint reset), not skipped."""
         recovery = _Recovery(0, 0)
+        self._query_id = query_id
         try:
             if not self._recovered:
                 recovery = self._recover()
-            if self._is_committed(batch_id):
+            if is_replay(self._last, batch_id, query_id, self._log.topic):
                 log.info("KafkaSink: micro-batch %s was already committed (%d transactions, "
                          "recorded in %r): a replay, skipped", batch_id,
                          len(self._last.transactions), self._log.topic)
@@ -255,7 +261,10 @@ class ExactlyOnceDriver:
     def abort_batch(self, batch_id: str, partitions: int | None = None) -> BatchCommit:
         """The job failed: abort whatever its tasks left open, by fencing their ids
         (``partitions``: the job's partition count; None when unknown: the upward probe). An
-        abort never replaces a ``committed`` record of the same batch id (a failed replay)."""
+        abort never replaces a ``committed`` record of the same batch id (a failed replay). A task
+        still running (Spark stops the Python worker of a cancelled task only after
+        ``spark.python.task.killTimeout``; a lost executor runs on until it notices) may open a
+        transaction after this fence: the next batch therefore recovers again, fencing every id."""
         started = self._clock.monotonic_ns()
         try:
             if not self._recovered:
@@ -276,6 +285,8 @@ class ExactlyOnceDriver:
         except BaseException:
             self._forget()
             raise
+        finally:
+            self._recovered = False              # a late task's transaction: fenced next batch
         log.warning("KafkaSink: micro-batch %s failed; the open transactions of its task(s) were "
                     "aborted (%d transactional id(s) fenced)", batch_id, fenced)
         return BatchCommit(batch_id, 0, fenced, self._ms_since(started))
@@ -440,7 +451,8 @@ class ExactlyOnceDriver:
                 transactions: tuple[ResumableTransaction, ...]) -> BatchRecord:
         self._grow(partitions)
         return BatchRecord(self._config.transactional_id_prefix, batch_id, state, partitions,
-                           transactions, self._used, self._clock.now_ms(), self._window)
+                           transactions, self._used, self._clock.now_ms(), self._window,
+                           self._query_id)
 
     def _persist(self) -> None:
         """Write the last record again with what fencing learnt (the log's first record of a

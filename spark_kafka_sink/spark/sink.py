@@ -27,11 +27,15 @@ accumulators) arrow mode collects metrics as everywhere; rows mode writes but co
 ``last_metrics`` stays ``None``.
 
 Exactly-once (``delivery.guarantee=exactly-once``, :mod:`~spark_kafka_sink.spark.exactly_once`):
-before the job, the driver recovers (first batch of the process, and the first after a batch whose
-outcome it could not record), and skips a batch id its commit log shows committed (a replay); each task writes in its own transaction and hands it back (arrow:
-in its stats row; rows: ``rdd.mapPartitions`` returns each task's stats); the driver then commits
-them all, or, when the job failed, aborts them all. ``spark.speculation=true`` is refused: a
-speculative twin of a task would fence the attempt Spark keeps. The metrics gain
+before the job, the driver recovers (first batch of the process, and the first after a failed
+batch or one whose outcome it could not record), and skips a batch id its commit log shows
+committed (a replay); each task writes in its own transaction and hands it back (arrow: in its
+stats row; rows: ``rdd.mapPartitions`` returns each task's stats); the driver then commits
+them all, or, when the job failed, aborts them all, once its cancelled tasks have stopped
+(:class:`JobWatch`). The commit log records the streaming query's
+id (:func:`streaming_query_id`; classic Spark only), so that a checkpoint reset is refused, not
+taken for a replay. ``spark.speculation=true`` is refused: a speculative twin of a task would
+fence the attempt Spark keeps. The metrics gain
 ``transaction-commit-total``, ``transaction-abort-total``, ``transaction-commit-time-ms`` and
 ``batch-replay-total`` (1 when the batch was a replay, skipped). Exactly-once arrow mode runs on
 Spark Connect too (one job per micro-batch: the partition count comes back in the stats rows);
@@ -152,9 +156,11 @@ class KafkaSink:
         key = write_batch_id() if batch_id is None else str(batch_id)
         rdd = _rows_rdd(df) if self._config.mode != ARROW else None
         partitions = None if rdd is None else rdd.getNumPartitions()
-        start = driver.begin_batch(key, partitions)
+        start = driver.begin_batch(key, partitions,
+                                   None if batch_id is None else streaming_query_id(df))
         if start.replay:
             return {**SinkTaskMetrics().as_dict(), **BatchCommit(key, 0, 0, 0.0, replay=True).figures()}
+        jobs = JobWatch.start(df)
         try:
             if rdd is None:
                 rows = sink_frame(df, write_schema).mapInArrow(
@@ -169,6 +175,11 @@ class KafkaSink:
                     metrics = metrics.merge(task.metrics)
                 transactions = [task.transaction for task in stats if task.transaction is not None]
         except BaseException:
+            if jobs.watching and not jobs.await_tasks_stopped(TASKS_STOP_TIMEOUT_S):
+                log.warning("KafkaSink: tasks of failed micro-batch %s still run %.0f s after the job "
+                            "failed; fencing their ids now (a transaction one opens later is "
+                            "aborted by the next batch, or after transaction.timeout.ms)", key,
+                            TASKS_STOP_TIMEOUT_S)
             try:
                 driver.abort_batch(key, partitions)
             except Exception:  # noqa: BLE001 - the job's error is the one to raise
@@ -249,6 +260,84 @@ def _rows_rdd(df: Any) -> Any:
         raise ConfigError(f"{DELIVERY_GUARANTEE}={EXACTLY_ONCE!r} in mode='rows' needs classic "
                           f"Spark (it runs on df.rdd), which this session does not have (Spark "
                           f"Connect?): use mode='arrow' (the default): {error}") from error
+
+
+TASKS_STOP_TIMEOUT_S = 30.0
+"""How long a failed exactly-once job's driver waits for its cancelled tasks to stop before it
+fences their ids (Spark kills a cancelled task's Python worker after
+``spark.python.task.killTimeout``, 2 s by default)."""
+_JOB_GROUP = "spark.jobGroup.id"
+
+
+class JobWatch:
+    """The Spark jobs one write runs: those of the caller's job group (a streaming query's run id
+    in ``foreachBatch``) that were not there when it started. After a failed job,
+    :meth:`await_tasks_stopped` waits until none of their tasks runs, so that fencing the tasks'
+    ids comes after the last task could open a transaction: Spark fails the job at once, while
+    its cancelled tasks run on until their Python worker ends or is killed."""
+
+    def __init__(self, tracker: Any, group: str | None, before: frozenset[int]):
+        self._tracker = tracker
+        self._group = group
+        self._before = before
+
+    @classmethod
+    def start(cls, df: Any) -> JobWatch:
+        """Watch the jobs started from now on (none where Spark cannot say: Spark Connect)."""
+        try:
+            context = df.sparkSession.sparkContext
+            tracker = context.statusTracker()
+            group = context.getLocalProperty(_JOB_GROUP)
+            return cls(tracker, group, frozenset(tracker.getJobIdsForGroup(group)))
+        except Exception:  # noqa: BLE001 - Spark Connect has no sparkContext
+            return cls(None, None, frozenset())
+
+    @property
+    def watching(self) -> bool:
+        """Whether Spark reports the jobs' tasks (classic Spark)."""
+        return self._tracker is not None
+
+    def active_tasks(self) -> int:
+        """How many tasks of the watched jobs run now."""
+        active = 0
+        for job in set(self._tracker.getJobIdsForGroup(self._group)) - self._before:
+            info = self._tracker.getJobInfo(job)
+            for stage in (info.stageIds if info is not None else ()):
+                stage_info = self._tracker.getStageInfo(stage)
+                active += stage_info.numActiveTasks if stage_info is not None else 0
+        return active
+
+    def await_tasks_stopped(self, timeout_s: float, poll_s: float = 0.1) -> bool:
+        """Wait until no task of the watched jobs runs; False if some still do after
+        ``timeout_s`` (or where Spark cannot say)."""
+        if self._tracker is None:
+            return False
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if self.active_tasks() == 0:
+                    return True
+            except Exception:  # noqa: BLE001 - the status tracker is best effort
+                log.debug("KafkaSink: Spark's status tracker failed", exc_info=True)
+                return False
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(poll_s)
+
+
+STREAMING_QUERY_ID = "sql.streaming.queryId"
+"""The local property Spark's stream execution sets, on the thread that calls ``foreachBatch``, to
+the query's id (``StreamingQuery.id``, kept in the checkpoint)."""
+
+
+def streaming_query_id(df: Any) -> str | None:
+    """The id of the streaming query whose ``foreachBatch`` is writing ``df``, or ``None`` where
+    Spark does not say (no ``sparkContext``: Spark Connect)."""
+    try:
+        value = df.sparkSession.sparkContext.getLocalProperty(STREAMING_QUERY_ID)
+    except Exception:  # noqa: BLE001 - Spark Connect raises (no sparkContext)
+        return None
+    return value or None
 
 
 def _refuse_speculation(df: Any) -> None:

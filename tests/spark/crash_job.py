@@ -71,10 +71,10 @@ def _install_crash(point: str, batch: str) -> None:
     begin = exactly_once.ExactlyOnceDriver.begin_batch
     exactly_once_batch = [None]
 
-    def hooked_begin(self, batch_id, partitions=None):
+    def hooked_begin(self, batch_id, partitions=None, *args, **kwargs):
         exactly_once_batch[0] = batch_id
         done.clear()
-        return begin(self, batch_id, partitions)
+        return begin(self, batch_id, partitions, *args, **kwargs)
 
     exactly_once.ExactlyOnceDriver.begin_batch = hooked_begin
     publish = sink_module.KafkaSink._publish

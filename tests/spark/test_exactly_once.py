@@ -7,7 +7,8 @@ the query from its checkpoint and runs it to the end. Then every row is in the t
 no transaction is left open on it, and the restarted driver saw the replayed batch as what it
 was: a no-op when the first driver had recorded it (its commits finished from the commit log),
 a normal write when it had not. The same crash in at-least-once mode duplicates the batch: the
-test has teeth. A write whose job fails has every transaction of its tasks aborted.
+test has teeth. A write whose job fails has every transaction of its tasks aborted. A checkpoint
+reset with the prefix kept is refused, not taken for a replay.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..helpers import create_topic
 from ..verify import assert_no_open_transaction, consume_all, list_offsets
 from .crash_job import CRASH_EXIT_CODE
 from .session import run_script
+from .streaming import run_available_now
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.timeout(600)]
 
@@ -127,6 +129,42 @@ def test_a_failed_exactly_once_write_aborts_every_transaction_of_its_tasks(spark
     assert sum(list_offsets(bootstrap, topic, PARTITIONS, committed=False).values()) >= 400
 
 
+def test_a_checkpoint_reset_with_the_prefix_kept_is_refused_not_skipped(spark, kafka, tmp_path):
+    """A query writes micro-batch 0; its checkpoint is then deleted and the query started again
+    with the same prefix: Spark gives it a new query id and its batch ids start again at 0. The
+    commit log shows batch 0 committed by the first query id, so the sink refuses the batch
+    (checkpoint reset detected) instead of skipping it as a replay, which would lose its rows."""
+    from pyspark.errors import StreamingQueryException
+
+    from spark_kafka_sink import KafkaSink
+
+    bootstrap = kafka.bootstrap_servers
+    topic = f"eos-reset-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    options = {"kafka.bootstrap.servers": bootstrap, "topic": topic,
+               "delivery.guarantee": "exactly-once",
+               "transactional.id.prefix": f"eos-reset-{uuid.uuid4().hex[:8]}"}
+    stream = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 5).load() \
+        .selectExpr("cast(value as string) as key", "cast(value as string) as value")
+    first = KafkaSink(**options)
+    try:
+        assert len(run_available_now(stream, first, str(tmp_path / "checkpoint"))) == 1
+    finally:
+        first.close()
+    reset = KafkaSink(**options)
+    query = (stream.writeStream.foreachBatch(reset).option("checkpointLocation",
+                                                           str(tmp_path / "checkpoint-reset"))
+             .trigger(availableNow=True).start())
+    try:
+        with pytest.raises(StreamingQueryException, match=r"checkpoint reset detected: .* shows "
+                                                          r"micro-batch 0 committed by streaming query"):
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+        reset.close()
+    assert _counts(bootstrap, topic, 5) == Counter(range(5))      # the first query's rows, once
+
+
 def _eos_config(bootstrap: str, prefix: str, **options) -> "SinkConfig":
     from spark_kafka_sink.spark.options import SinkConfig
 
@@ -181,7 +219,11 @@ def test_a_failed_replay_keeps_the_batch_committed_on_the_real_log(kafka):
     log.append(BatchRecord(prefix, "5", COMMITTED, 3, (), 3))
     try:
         ExactlyOnceDriver(config, commit_log=log).abort_batch("5", 2)
-        last = CommitLog(config).latest()
+        reader = CommitLog(config)
+        try:
+            last = reader.latest()
+        finally:
+            reader.close()
         assert (last.batch_id, last.state, last.max_partitions) == ("5", COMMITTED, 3)
         assert ExactlyOnceDriver(config, commit_log=log).commit_written("5", [], 2).replay
     finally:

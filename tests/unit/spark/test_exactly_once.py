@@ -1,21 +1,29 @@
 """The driver's side of exactly-once (``spark.exactly_once``) over an in-memory commit log and an
 in-memory transaction coordinator (:class:`FakeOps`, the ``TransactionOps`` seam): recovery,
-replays, commit and abort, the upward fencing probe, the commit record's format, and the refusal
-of speculation. The real thing runs in tests/spark/test_exactly_once.py."""
+replays, commit and abort, the upward fencing probe, the commit record's format, the query id
+that tells a checkpoint reset from a replay, the commit topic's check, and the refusal of
+speculation. The real thing runs in tests/spark/test_exactly_once.py and
+tests/integration/test_commit_log.py."""
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import pytest
 
+from spark_kafka_sink.admin import TopicDescription
 from spark_kafka_sink.errors import (
     ConfigError, InvalidProducerIdMappingError, InvalidTxnStateError, KafkaError,
-    KafkaTimeoutError, ProducerFencedError,
+    KafkaTimeoutError, ProducerFencedError, TopicAuthorizationFailedError,
 )
 from spark_kafka_sink.producer.resumable import ResumableTransaction
-from spark_kafka_sink.spark.commit_log import ABORTED, COMMITTED, PREPARED, BatchRecord
+from spark_kafka_sink.spark.commit_log import (
+    ABORTED, COMMITTED, PREPARED, BatchRecord, CheckpointResetError, is_replay, judge_topic,
+    writer_id,
+)
 from spark_kafka_sink.spark.exactly_once import FENCE_GAP, ExactlyOnceDriver, FencedId
 from spark_kafka_sink.spark.options import SinkConfig
-from spark_kafka_sink.spark.sink import _refuse_speculation
+from spark_kafka_sink.spark.sink import JobWatch, _refuse_speculation
 from spark_kafka_sink.structs import TopicPartition
 
 from ..fakes import FakeClock
@@ -333,6 +341,133 @@ def test_the_commit_record_round_trips_as_json_and_refuses_an_unknown_format():
         BatchRecord.from_json(b'{"format": 9}')
     with pytest.raises(ValueError, match="state must be one of"):
         BatchRecord("q", "1", "maybe", 1, (), 1)
+
+
+def test_after_a_failed_job_the_next_batch_recovers_again_fencing_every_id(ops):
+    """A task still running when its job failed may initialize its id after ``abort_batch``
+    fenced it and leave a transaction open; the driver's next batch (the query restarted in the
+    same process, maybe with fewer tasks) fences every id the prefix used before any task runs."""
+    log = MemoryLog()
+    eos = driver(log, ops)
+    eos.begin_batch("0", 3)
+    ops.use(0, 1, 2)
+    eos.abort_batch("0", 3)
+    ops.use(2)                                   # the late task opens a transaction
+    ops.calls.clear()
+    start = eos.begin_batch("0", 1)
+    assert "q-2" not in ops.open and log.ensured == 2
+    assert ops.calls[0] == ("fence", ids(*range(3 + FENCE_GAP))) and start.fenced == 3 + FENCE_GAP
+    eos.commit_batch("0", [txn(0)], 1)
+    ops.calls.clear()
+    assert eos.begin_batch("1", 1).fenced == 0 and ops.calls == []   # only after a failure
+
+
+def test_the_commit_log_writer_id_is_no_task_id():
+    assert writer_id("q") == "q-commit-log"
+    assert writer_id("q") not in {CONFIG.transactional_id(p) for p in range(10_000)}
+
+
+def test_records_carry_the_query_id_and_a_batch_committed_by_another_query_is_refused(ops):
+    log = MemoryLog()
+    eos = driver(log, ops)
+    eos.begin_batch("0", 1, "query-a")
+    eos.commit_batch("0", [txn(0)], 1)
+    assert {r.query_id for r in log.records} == {"query-a"}
+    assert driver(log, ops).begin_batch("0", 1, "query-a").replay   # same checkpoint: a replay
+    before = list(log.records)
+    ops.calls.clear()
+    with pytest.raises(CheckpointResetError, match=r"checkpoint reset detected: the commit log "
+                       r"'spark-kafka-sink-commits.q' of transactional.id.prefix 'q' shows "
+                       r"micro-batch 0 committed by streaming query query-a, and this is query "
+                       r"query-b.*new transactional.id.prefix.*restore the old checkpoint"):
+        driver(log, ops).begin_batch("0", 1, "query-b")                # checkpoint deleted
+    assert ops.commits() == [] and [r.state for r in log.records[len(before):]] == [COMMITTED]
+
+
+def test_a_query_id_unknown_on_either_side_judges_by_batch_id_as_before(caplog):
+    old = BatchRecord("q", "5", COMMITTED, 1, (), 1)                  # written without a query id
+    assert is_replay(old, "5", "query-b", "t")
+    assert is_replay(BatchRecord("q", "5", COMMITTED, 1, (), 1, query_id="query-a"), "5", None, "t")
+    assert not is_replay(old, "6", "query-b", "t") and not is_replay(None, "0", "query-b", "t")
+    with caplog.at_level("WARNING"):
+        other = BatchRecord("q", "57", COMMITTED, 1, (), 1, query_id="query-a")
+        assert not is_replay(other, "0", "query-b", "t")             # no collision: it goes on
+    assert "last written by micro-batch 57 of streaming query query-a (committed)" in caplog.text
+
+
+def test_a_record_without_a_query_id_reads_as_before_and_one_with_it_round_trips():
+    legacy = (b'{"batch_id":"3","format":1,"max_partitions":2,"partitions":2,"prefix":"q",'
+              b'"state":"committed","transactions":[],"written_ms":5}')
+    assert BatchRecord.from_json(legacy) == BatchRecord("q", "3", COMMITTED, 2, (), 2, 5)
+    assert b'"query_id"' not in BatchRecord.from_json(legacy).to_json()
+    record = BatchRecord("q", "3", PREPARED, 1, (txn(0),), 1, 5, (2, 0), query_id="3f1c")
+    assert BatchRecord.from_json(record.to_json()) == record
+
+
+def described(policy="compact", rf=3, brokers=3, **configs) -> TopicDescription:
+    values = {"cleanup.policy": policy, "retention.ms": "604800000", "retention.bytes": "-1",
+              **configs}
+    return TopicDescription("commits", True, 1, MappingProxyType(values), None, rf, brokers)
+
+
+def test_a_compacted_replicated_commit_topic_is_accepted():
+    assert judge_topic(described(), "b:9092") == judge_topic(described(rf=1, brokers=1), "b:9092")
+    assert judge_topic(described(), "b:9092").refusal is None
+    assert judge_topic(described(), "b:9092").warning is None
+    assert judge_topic(described("compact,delete", **{"retention.ms": "-1"}), "b:9092").refusal is None
+
+
+@pytest.mark.parametrize("policy", ["delete", "compact,delete", ""])
+def test_a_commit_topic_whose_records_can_be_deleted_is_refused_naming_the_fix(policy):
+    verdict = judge_topic(described(policy), "b:9092")
+    assert verdict.refusal.startswith(f"option 'commit.topic': topic 'commits' has "
+                                      f"cleanup.policy={policy!r}")
+    assert "kafka-configs.sh --bootstrap-server b:9092 --alter --entity-type topics " \
+           "--entity-name commits --add-config cleanup.policy=compact" in verdict.refusal
+
+
+def test_replication_factor_one_on_several_brokers_is_a_warning():
+    verdict = judge_topic(described(rf=1, brokers=3), "b:9092")
+    assert verdict.refusal is None
+    assert "'commits' has replication factor 1 on a cluster of 3 brokers" in verdict.warning
+
+
+def test_a_commit_topic_whose_configuration_cannot_be_read_is_a_warning():
+    unreadable = TopicDescription("commits", True, 1, config_error=TopicAuthorizationFailedError("denied"))
+    verdict = judge_topic(unreadable, "b:9092")
+    assert verdict.refusal is None and "make sure its cleanup.policy is compact" in verdict.warning
+
+
+class FakeTracker:
+    """Spark's status tracker: jobs by group, their stages, each stage's running tasks (a list
+    consumed one value per look)."""
+
+    def __init__(self, jobs, stages):
+        self.jobs, self.stages = jobs, stages
+
+    def getJobIdsForGroup(self, group):
+        return list(self.jobs.get(group, ()))
+
+    def getJobInfo(self, job):
+        return type("JobInfo", (), {"stageIds": [s for s in self.stages if s // 10 == job]})()
+
+    def getStageInfo(self, stage):
+        counts = self.stages[stage]
+        return type("StageInfo", (), {"numActiveTasks": counts.pop(0) if len(counts) > 1 else counts[0]})()
+
+
+def test_after_a_failed_job_the_driver_waits_for_its_cancelled_tasks_before_fencing():
+    """Spark fails the job while its cancelled tasks still run (until their Python worker ends):
+    the wait ends when none of the write's jobs has a running task; jobs that were there before
+    (another write of the same group) do not count."""
+    tracker = FakeTracker({"run-1": [1, 2, 3]}, {10: [2, 1, 1, 0], 20: [0], 30: [5]})
+    watch = JobWatch(tracker, "run-1", frozenset({3}))
+    assert watch.watching and watch.active_tasks() == 2
+    assert watch.await_tasks_stopped(5, poll_s=0)
+    assert tracker.stages[10] == [0]                            # it looked until the last one ended
+    stuck = JobWatch(FakeTracker({"run-1": [1]}, {10: [1]}), "run-1", frozenset())
+    assert not stuck.await_tasks_stopped(0.05, poll_s=0.01)
+    assert not JobWatch(None, None, frozenset()).watching       # Spark Connect: nothing to watch
 
 
 class _Conf:
