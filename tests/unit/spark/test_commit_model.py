@@ -1,0 +1,528 @@
+"""A model-based (stateful property) test of the exactly-once commit protocol: hypothesis drives
+the real ``ExactlyOnceDriver`` and commit-log records, called as Spark calls them (``KafkaSink``'s
+``foreachBatch`` write, or the Data Source's ``commit`` / ``abort`` on a fresh driver each), over
+in-memory transactional brokers (``txn_cluster.py``: a coordinator per transactional id with
+epochs, timeouts and id expiry; data partitions read at ``read_committed``; a compacted
+commit-log topic). Tasks write their Spark partition in a transaction, flush and hand it back;
+they fail and retry. The driver is killed before or after any call it makes to the cluster (a
+new driver then starts from the log), its commit-log writes and commits time out, the same driver
+object is restarted after a failed write, Spark replays the last batch or any earlier batch id, a
+job fails after some tasks handed back their transactions, a driver cut off from Spark wakes up
+later and finishes its batch (a stale second driver), and time jumps past
+``transaction.timeout.ms`` and ``transactional.id.expiration.ms``. After every step:
+
+- each row of a batch Spark saw succeed is visible once at ``read_committed``; no row is visible
+  twice unless an error named the transaction whose rows appear twice;
+- a run whose abort returned left nothing open, and committed nothing the log would let a rerun
+  write again;
+- recovery leaves no transaction of the prefix open;
+- a batch is never recorded ``aborted`` after ``committed``;
+- an error that says rows were lost or written twice names the batch and every transaction
+  committed so far; with no fault injected, nothing fails at all.
+
+Profiles: ``make test`` runs ``ci`` (a few seconds); ``make fuzz`` sets ``SKS_FUZZ=1`` for
+``fuzz``. A failure prints the shortest sequence of steps that shows it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import re
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test,
+)
+
+from spark_kafka_sink.errors import KafkaError, KafkaTimeoutError
+from spark_kafka_sink.producer.resumable import ResumableTransaction
+from spark_kafka_sink.spark import exactly_once
+from spark_kafka_sink.spark import sink as sink_module
+from spark_kafka_sink.spark.commit_log import ABORTED, COMMITTED, PREPARED
+from spark_kafka_sink.spark.compat import has_data_source_api
+from spark_kafka_sink.spark.exactly_once import ExactlyOnceDriver
+from spark_kafka_sink.spark.metrics import SinkTaskMetrics
+from spark_kafka_sink.spark.options import SinkConfig
+from spark_kafka_sink.spark.sink import KafkaSink
+
+from .txn_cluster import Cluster, DriverKilled, MemoryCommitLog, Process
+
+if has_data_source_api():
+    from spark_kafka_sink.spark import datasource
+else:                                    # older PySpark: the foreachBatch flavour only
+    datasource = None
+
+PREFIX = "q"
+TXN_TIMEOUT_MS = 60_000
+MAX_TIMEOUT_MS = 900_000
+EXPIRATION_MS = 3_600_000
+SEAM = "transactions" in inspect.signature(ExactlyOnceDriver.__init__).parameters
+FLAVOURS = ("foreachBatch", "datasource") if datasource is not None else ("foreachBatch",)
+
+settings.register_profile("commit-ci", max_examples=120, stateful_step_count=25, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("commit-fuzz", max_examples=20_000, stateful_step_count=50,
+                          deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = bool(os.environ.get("SKS_FUZZ"))
+PROFILE = settings.get_profile("commit-fuzz" if FUZZ else "commit-ci")
+
+
+class JobFailed(RuntimeError):
+    """The Spark job failed (a task ran out of attempts)."""
+
+
+def rows_of(batch: str) -> list[tuple[str, int]]:
+    """Batch ``batch``'s rows: the same whichever run writes them (Spark replays the same data)."""
+    return [(batch, i) for i in range(2 + int(batch) % 4)]
+
+
+@dataclass
+class Run:
+    """One run of a batch: the transactions its tasks handed back."""
+
+    number: int
+    batch: str
+    transactions: list[ResumableTransaction]
+
+
+class _Acting:
+    """The process whose driver is running now (the driver's cluster calls go to it)."""
+
+    process: Process | None = None
+
+
+ACTING = _Acting()
+
+
+class ModelDriver(ExactlyOnceDriver):
+    """The real driver, telling the model when a ``begin_batch`` / ``prepare_query`` recovered (it
+    read the log), so that it checks what recovery left open before any task runs."""
+
+    recovered = staticmethod(lambda where: None)
+
+    def begin_batch(self, batch_id, partitions):
+        before = len(ACTING.process.calls)
+        start = super().begin_batch(batch_id, partitions)
+        if "latest" in ACTING.process.calls[before:]:
+            ModelDriver.recovered(f"begin_batch({batch_id!r})")
+        return start
+
+    def prepare_query(self):
+        start = super().prepare_query()
+        ModelDriver.recovered("prepare_query()")
+        return start
+
+
+def make_driver(config: SinkConfig, **_: object) -> ExactlyOnceDriver:
+    process = ACTING.process
+    extra = {"transactions": process} if SEAM else {}
+    return ModelDriver(config, commit_log=MemoryCommitLog(process, PREFIX, config.commit_topic), **extra)
+
+
+def _commit_resumable(transaction, config, timeout=None, **_):
+    ACTING.process.commit(transaction)
+
+
+def _fence_transactional_ids(ids, config, timeout=None, **_):
+    return len(ACTING.process.fence(list(ids)))
+
+
+class _Frame:
+    """The DataFrame ``KafkaSink._write_exactly_once`` sees: its partition count, and a job."""
+
+    def __init__(self, partitions: int, job):
+        conf = SimpleNamespace(get=lambda key, default=None: default)
+        self.sparkSession = SimpleNamespace(sparkContext=SimpleNamespace(getConf=lambda: conf))
+        self.rdd = SimpleNamespace(getNumPartitions=lambda: partitions,
+                                   mapPartitions=lambda fn: SimpleNamespace(collect=job))
+
+
+class CommitModel(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cluster: Cluster | None = None
+        self.problems: list[str] = []
+        self.errors: list[logging.LogRecord] = []
+        self.handler = _ListHandler(self.errors)
+        logging.getLogger("spark_kafka_sink").addHandler(self.handler)
+        ModelDriver.recovered = self._check_nothing_open
+        self.logger = logging.getLogger("spark_kafka_sink")
+        self.propagate = self.logger.propagate
+        self.logger.propagate = False          # thousands of runs: keep them out of pytest's capture
+
+    def teardown(self) -> None:
+        self.logger.removeHandler(self.handler)
+        self.logger.propagate = self.propagate
+        ModelDriver.recovered = staticmethod(lambda where: None)
+
+    # --- set-up -----------------------------------------------------------------------------------
+
+    @initialize(flavour=st.sampled_from(FLAVOURS), version=st.sampled_from([1, 2]),
+                timeout_ok=st.sampled_from([True, True, True, True, True, False]))
+    def start(self, flavour, version, timeout_ok):
+        self.flavour = flavour
+        self.version = version
+        self.timeout_ms = TXN_TIMEOUT_MS if timeout_ok else MAX_TIMEOUT_MS + 1
+        self.config = SinkConfig.from_options({
+            "kafka.bootstrap.servers": "127.0.0.1:9092", "delivery.guarantee": "exactly-once",
+            "transactional.id.prefix": PREFIX, "mode": "rows",
+            "kafka.transaction.timeout.ms": str(self.timeout_ms)})
+        self.cluster = Cluster(max_timeout_ms=MAX_TIMEOUT_MS, expiration_ms=EXPIRATION_MS)
+        self.processes = 0
+        self.runs: list[Run] = []
+        self.next_batch = 0                   # the batch id Spark runs next
+        self.completed: set[str] = set()      # batch ids Spark saw succeed
+        self.excused: set[tuple[int, int]] = set()   # (producer id, epoch) an error said appear twice
+        self.aborted_runs: list[Run] = []
+        self.zombie: tuple | None = None
+        self.disturbed = False                # a stale driver acted: errors are not unexpected
+        self.last_step_succeeded = False
+        self._new_process()
+        self.running = False
+        self._start_query()
+
+    # --- helpers ----------------------------------------------------------------------------------
+
+    def _new_process(self) -> None:
+        self.processes += 1
+        self.process = Process(self.cluster, f"driver-{self.processes}",
+                               transaction_timeout_ms=self.timeout_ms)
+        self.sink = KafkaSink({"kafka.bootstrap.servers": "127.0.0.1:9092",
+                               "delivery.guarantee": "exactly-once",
+                               "transactional.id.prefix": PREFIX, "mode": "rows",
+                               "kafka.transaction.timeout.ms": str(self.timeout_ms)})
+
+    def _armed(self) -> bool:
+        return self.process.crash_in is not None or bool(self.process.faults)
+
+    def _start_query(self) -> None:
+        """Spark starts (or restarts) the query; the Data Source recovers where Spark plans the
+        write."""
+        self.running = False
+        if self.flavour == "datasource":
+            armed = self._armed()
+            if not self._call(lambda: datasource._recover_at_planning(self.config), None, armed):
+                return
+        self.running = True
+
+    def _call(self, fn, run: Run | None, expected: bool, *, job_failed: bool = False) -> bool:
+        """Run ``fn`` as the current process; False (and the query stopped) if it raised. Checks
+        the error: expected (a fault or crash was injected, or the job failed), and naming what it
+        lost."""
+        ACTING.process = self.process
+        start_errors = len(self.errors)
+        try:
+            fn()
+            ok = True
+        except DriverKilled:
+            self.running = False
+            ok = False
+        except BaseException as error:        # noqa: BLE001 - everything is checked below
+            self.running = False
+            ok = False
+            if isinstance(error, JobFailed) and job_failed:
+                pass
+            elif not (expected or self.disturbed or self._timeout_problem(error)):
+                self.problems.append(f"unexpected error with no fault injected: "
+                                     f"{type(error).__name__}: {error}")
+            if isinstance(error, KafkaError) and not isinstance(error, KafkaTimeoutError):
+                self._check_names(str(error))
+        for record in self.errors[start_errors:]:
+            self._check_names(record.getMessage())
+        return ok
+
+    def _timeout_problem(self, error: BaseException) -> bool:
+        return self.timeout_ms > MAX_TIMEOUT_MS and "transaction.timeout.ms" in str(error)
+
+    def _check_nothing_open(self, where: str) -> None:
+        open_ids = self.cluster.open_ids(PREFIX)
+        if open_ids:
+            self.problems.append(f"after the recovery in {where}: transactions still open: {open_ids}")
+
+    def _check_names(self, message: str) -> None:
+        """An error about batch b that says rows are lost or appear twice names every transaction
+        of b's last prepared record that is committed; those are excused from the
+        exactly-once count."""
+        batches = set(re.findall(r"micro-batch (\S+?)[ :;,]", message))
+        for batch in batches:
+            prepared = [r for r in self.cluster.appended if r.batch_id == batch and r.state == PREPARED]
+            if not prepared:
+                continue
+            committed = [t for t in prepared[-1].transactions if self._is_committed(t)]
+            if not committed or "twice" not in message and "lost" not in message:
+                continue
+            for transaction in committed:
+                if not re.search(rf"\b{re.escape(transaction.transactional_id)}\b", message):
+                    self.problems.append(f"error about micro-batch {batch} does not name committed "
+                                         f"{transaction.transactional_id}: {message}")
+                self.excused.add((transaction.producer_id, transaction.producer_epoch))
+
+    def _is_committed(self, transaction: ResumableTransaction) -> bool:
+        return any(r.status == "committed" and r.producer_id == transaction.producer_id
+                   and r.producer_epoch == transaction.producer_epoch
+                   and r.transactional_id == transaction.transactional_id
+                   for r in self.cluster.records)
+
+    def _tasks(self, run: Run, partitions: int, failures: dict[int, int], fail_job: bool):
+        """The job's tasks: each writes its rows in a transaction (retrying a failed attempt,
+        whose transaction is left open); the transactions handed back, None for a task that ran
+        out of attempts."""
+        if self.timeout_ms > MAX_TIMEOUT_MS:
+            self.problems.append("a task ran although transaction.timeout.ms is more than the "
+                                 "brokers' maximum: the driver did not check it first")
+        rows = rows_of(run.batch)
+        handed: list[ResumableTransaction | None] = []
+        for p in range(partitions):
+            tid = self.config.transactional_id(p)
+            mine = [row for row in rows if row[1] % partitions == p]
+            transaction = None
+            failing = 2 if fail_job and p == partitions - 1 else failures.get(p, 0)
+            for attempt in range(2):               # Spark's attempts (spark.task.maxFailures=2)
+                try:
+                    fenced = self.cluster.init_producer_id(tid, self.timeout_ms)
+                    enrolled = self.cluster.write(tid, fenced.producer_id, fenced.producer_epoch,
+                                                  mine, run.number)
+                except KafkaError:
+                    break
+                if attempt < failing:
+                    continue                     # this attempt died after writing: left open
+                transaction = ResumableTransaction(tid, fenced.producer_id, fenced.producer_epoch,
+                                                   enrolled, self.version)
+                break
+            handed.append(transaction)
+        run.transactions = [t for t in handed if t is not None]
+        return handed
+
+    def _run_batch(self, batch: str, partitions: int, failures: dict[int, int], fail_job: bool,
+                   delay_ms: int) -> bool:
+        self.runs.append(run := Run(len(self.runs), batch, []))
+        expected = self._armed() or delay_ms > TXN_TIMEOUT_MS
+        if self.flavour == "foreachBatch":
+            def job():
+                handed = self._tasks(run, partitions, dict(failures), fail_job)
+                if any(t is None for t in handed):
+                    raise JobFailed(f"micro-batch {batch}: a task failed 2 times")
+                self.cluster.advance(delay_ms)
+                return [SimpleNamespace(metrics=SinkTaskMetrics(), transaction=t) for t in handed]
+
+            ok = self._call(lambda: self.sink._write_exactly_once(_Frame(partitions, job), None,
+                                                                 int(batch)),
+                            run, expected, job_failed=fail_job)
+            if not ok and fail_job and not self.process.killed and not any(
+                    "could not be aborted" in r.getMessage() for r in self.errors[-3:]):
+                self._aborted(run)
+            return ok
+        handed = self._tasks(run, partitions, dict(failures), fail_job)
+        fail_job = fail_job or None in handed
+        self.cluster.advance(delay_ms)
+        writer = datasource.KafkaStreamWriter(self.config, None)
+        messages = [None if t is None else datasource.KafkaCommitMessage(
+            SinkTaskMetrics(), p, 0, 0.0, 0.0, t) for p, t in enumerate(handed)]
+
+        def commit_or_abort():
+            if fail_job:
+                writer.abort(messages, int(batch))
+                self._aborted(run)
+                raise JobFailed(f"micro-batch {batch}: a task failed 2 times")
+            try:
+                writer.commit(messages, int(batch))
+            except DriverKilled:
+                raise
+            except BaseException:
+                writer.abort(messages, int(batch))          # Spark aborts a write whose commit failed
+                self._aborted(run)
+                raise
+
+        return self._call(commit_or_abort, run, expected, job_failed=fail_job)
+
+    def _aborted(self, run: Run) -> None:
+        self.aborted_runs.append(run)
+        left_open = [r.transactional_id for r in self.cluster.records
+                     if r.run == run.number and r.status == "open"]
+        if left_open:
+            self.problems.append(f"run {run.number} of micro-batch {run.batch} aborted, but its "
+                                 f"transactions of {sorted(set(left_open))} are still open")
+
+    # --- rules ------------------------------------------------------------------------------------
+
+    @precondition(lambda self: self.running and not self.process.killed)
+    @rule(partitions=st.integers(1, 4),
+          failures=st.dictionaries(st.integers(0, 3), st.integers(1, 1), max_size=2),
+          fail_job=st.sampled_from([False, False, False, True]),
+          delay_ms=st.sampled_from([0, 0, 0, 1_000, TXN_TIMEOUT_MS + 1]))
+    def run_batch(self, partitions, failures, fail_job, delay_ms):
+        batch = str(self.next_batch)
+        self.last_step_succeeded = False
+        if self._run_batch(batch, partitions, failures, fail_job, delay_ms):
+            self.completed.add(batch)
+            self.next_batch += 1
+            self.last_step_succeeded = True
+
+    @precondition(lambda self: self.running and not self.process.killed and self.completed)
+    @rule(pick=st.integers(0, 100), partitions=st.integers(1, 4))
+    def replay_an_earlier_batch(self, pick, partitions):
+        """Spark runs a batch id it saw succeed before (a checkpoint restored from a copy)."""
+        done = sorted(self.completed, key=int)
+        batch = done[pick % len(done)]
+        self.last_step_succeeded = False
+        self._run_batch(batch, partitions, {}, False, 0)
+
+    @precondition(lambda self: not self.running or self.process.killed)
+    @rule(new_process=st.booleans())
+    def restart_query(self, new_process):
+        """The query starts again: in a new driver process, or (unless it died) in the same one,
+        with the same sink object."""
+        if new_process or self.process.killed:
+            self._new_process()
+        self._start_query()
+
+    @precondition(lambda self: self.last_step_succeeded and self.running)
+    @rule()
+    def driver_dies_before_spark_records_the_batch(self):
+        """The driver died after the write returned but before Spark's checkpoint recorded the
+        batch: the new driver runs the same batch id again."""
+        self.process.killed = True
+        self.running = False
+        self.next_batch -= 1
+        self.last_step_succeeded = False
+
+    @precondition(lambda self: not self.process.killed)
+    @rule(calls=st.integers(1, 8), when=st.sampled_from(["before", "after"]))
+    def driver_will_be_killed(self, calls, when):
+        """The driver process dies at its ``calls``-th next call to the cluster."""
+        self.process.crash_in, self.process.crash_when = calls, when
+
+    @precondition(lambda self: not self.process.killed)
+    @rule(kind=st.sampled_from(["append", "append", "commit", "fence", "latest"]),
+          when=st.sampled_from(["before", "after"]))
+    def a_call_will_time_out(self, kind, when):
+        self.process.faults[kind] = when
+
+    @rule(ms=st.sampled_from([1_000, TXN_TIMEOUT_MS + 1, EXPIRATION_MS + 1]))
+    def time_passes(self, ms):
+        self.cluster.advance(ms)
+
+    @rule()
+    def the_log_is_compacted(self):
+        self.cluster.compact()
+
+    @precondition(lambda self: self.flavour == "foreachBatch" and self.running
+                  and not self.process.killed and self.zombie is None and not self._armed())
+    @rule(partitions=st.integers(1, 4))
+    def the_driver_is_cut_off_mid_batch(self, partitions):
+        """The driver runs a batch's tasks, then Spark loses it and starts another driver; this
+        one lives on, holding the transactions, and finishes later (``a_stale_driver_commits``)."""
+        batch = str(self.next_batch)
+        self.runs.append(run := Run(len(self.runs), batch, []))
+        ACTING.process = self.process
+        try:
+            driver = self.sink._exactly_once or make_driver(self.config)
+            self.sink._exactly_once = driver
+            if driver.begin_batch(batch, partitions).replay:
+                return
+        except KafkaError:
+            return
+        handed = self._tasks(run, partitions, {}, False)
+        self.zombie = (self.process, driver, batch, partitions, handed)
+        self._new_process()
+        self.running = False
+        self.last_step_succeeded = False
+
+    @precondition(lambda self: self.zombie is not None)
+    @rule()
+    def a_stale_driver_commits(self):
+        process, driver, batch, partitions, handed = self.zombie
+        self.zombie = None
+        self.disturbed = True
+        ACTING.process = process
+        start_errors = len(self.errors)
+        try:
+            driver.commit_batch(batch, partitions, handed)
+        except KafkaError as error:
+            self._check_names(str(error))
+        for record in self.errors[start_errors:]:
+            self._check_names(record.getMessage())
+
+    # --- invariants -------------------------------------------------------------------------------
+
+    @invariant()
+    def nothing_went_wrong_in_a_step(self):
+        assert not self.problems, self.problems
+
+    @invariant()
+    def every_row_of_a_batch_spark_saw_succeed_is_visible_once(self):
+        if self.cluster is None:
+            return
+        seen: dict[tuple[str, int], int] = {}
+        excused: dict[tuple[str, int], int] = {}
+        for record in self.cluster.visible():
+            seen[record.row] = seen.get(record.row, 0) + 1
+            if (record.producer_id, record.producer_epoch) in self.excused:
+                excused[record.row] = excused.get(record.row, 0) + 1
+        for row, count in seen.items():
+            assert count <= 1 + excused.get(row, 0), (
+                f"row {row} is visible {count} times at read_committed")
+        for batch in self.completed:
+            missing = [row for row in rows_of(batch) if row not in seen]
+            assert not missing, f"micro-batch {batch} succeeded but rows {missing} are not visible"
+
+    @invariant()
+    def an_aborted_run_commits_nothing_a_rerun_would_write_again(self):
+        if self.cluster is None:
+            return
+        for run in self.aborted_runs:
+            committed = {r.transactional_id for r in self.cluster.records
+                         if r.run == run.number and r.status == "committed"
+                         and (r.producer_id, r.producer_epoch) not in self.excused}
+            if not committed:
+                continue
+            last = self.cluster.appended[-1] if self.cluster.appended else None
+            ours = [r for r in self.cluster.appended if r.batch_id == run.batch]
+            assert ours and ours[-1].state in (PREPARED, COMMITTED), (
+                f"run {run.number} of micro-batch {run.batch} was aborted, but {sorted(committed)} "
+                f"committed, and the log says {ours[-1].state if ours else 'nothing'} "
+                f"(last record: {last and (last.batch_id, last.state)}): a rerun writes them again")
+
+    @invariant()
+    def a_batch_is_never_recorded_aborted_after_committed(self):
+        if self.cluster is None:
+            return
+        committed: set[str] = set()
+        for record in self.cluster.appended:
+            if record.state == COMMITTED:
+                committed.add(record.batch_id)
+            elif record.state == ABORTED:
+                assert record.batch_id not in committed, (
+                    f"micro-batch {record.batch_id} recorded aborted after committed: "
+                    f"{[(r.batch_id, r.state) for r in self.cluster.appended]}")
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self, records: list):
+        super().__init__(logging.ERROR)
+        self.records = records
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def model_cluster(monkeypatch):
+    monkeypatch.setattr(sink_module, "ExactlyOnceDriver", make_driver)
+    monkeypatch.setattr(sink_module, "PartitionWriter", lambda *args, **kwargs: None)
+    if datasource is not None:
+        monkeypatch.setattr(datasource, "ExactlyOnceDriver", make_driver)
+    if not SEAM:
+        monkeypatch.setattr(exactly_once, "commit_resumable", _commit_resumable)
+        monkeypatch.setattr(exactly_once, "fence_transactional_ids", _fence_transactional_ids)
+
+
+@pytest.mark.timeout(0 if FUZZ else 120)
+def test_the_commit_protocol_keeps_its_invariants(model_cluster):
+    run_state_machine_as_test(CommitModel, settings=PROFILE)
