@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test,
@@ -65,10 +65,12 @@ EXPIRATION_MS = 3_600_000
 SEAM = "transactions" in inspect.signature(ExactlyOnceDriver.__init__).parameters
 FLAVOURS = ("foreachBatch", "datasource") if datasource is not None else ("foreachBatch",)
 
+PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink]  # no explain:
+# it traces every line of every shrunk run, minutes for a failure found here
 settings.register_profile("commit-ci", max_examples=120, stateful_step_count=25, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
+                          phases=PHASES, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("commit-fuzz", max_examples=20_000, stateful_step_count=50,
-                          deadline=None, suppress_health_check=[HealthCheck.too_slow])
+                          deadline=None, phases=PHASES, suppress_health_check=[HealthCheck.too_slow])
 FUZZ = bool(os.environ.get("SKS_FUZZ"))
 PROFILE = settings.get_profile("commit-fuzz" if FUZZ else "commit-ci")
 
