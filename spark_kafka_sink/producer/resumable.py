@@ -21,11 +21,17 @@ What the coordinator answers decides the outcome:
   records are lost unless an earlier commit succeeded;
 - no open transaction for that id and epoch (INVALID_TXN_STATE: it was aborted): a
   :class:`~spark_kafka_sink.errors.InvalidTxnStateError` saying so;
+- the coordinator no longer knows the transactional id (INVALID_PRODUCER_ID_MAPPING: it expired
+  after ``transactional.id.expiration.ms`` without use, so whether the transaction was committed
+  before is unknown): :class:`~spark_kafka_sink.errors.InvalidProducerIdMappingError` saying so;
+  repeating the call cannot help;
 - no answer within ``timeout``: :class:`~spark_kafka_sink.errors.KafkaTimeoutError`; the
   transaction stays as it was, and the call can be repeated.
 
 A fenced id's producer gets ``ProducerFencedError`` at its next transactional request; its open
-transaction is aborted by the coordinator before the InitProducerId returns.
+transaction is aborted by the coordinator before the InitProducerId returns. The fence answers, per
+id, the producer id and epoch the coordinator gave (:class:`FencedId`): epoch 0 means the id was
+fresh (never used, or expired): there was nothing to abort.
 """
 
 from __future__ import annotations
@@ -105,24 +111,44 @@ def abort_resumable(transaction: ResumableTransaction, config: Mapping[str, Any]
     _complete(transaction, config, timeout, commit=False, clock=clock, selector=selector)
 
 
+@dataclass(frozen=True)
+class FencedId:
+    """What the coordinator answered the InitProducerId that fenced ``transactional_id``: the
+    producer id and epoch it now holds."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+    @property
+    def fresh(self) -> bool:
+        """The id had never been used (or had expired): nothing was open. The coordinator gives
+        a new id epoch 0, and every InitProducerId (or, under transaction version 2, every
+        EndTxn) on a known one raises its epoch; at the last epoch it moves the id to a new
+        producer id at epoch 0, which reads as fresh too (after 32767 uses)."""
+        return self.producer_epoch == 0
+
+
 def fence_transactional_ids(transactional_ids: Iterable[str],
                             config: Mapping[str, Any] | ProducerConfig, timeout: float | None = None,
-                            *, clock: Clock = SYSTEM_CLOCK, selector: Selectable | None = None) -> int:
+                            *, clock: Clock = SYSTEM_CLOCK,
+                            selector: Selectable | None = None) -> tuple[FencedId, ...]:
     """Fence every producer of each of ``transactional_ids`` and abort the transaction it left
     open, as ``init_transactions()`` does, with no producer thread: one InitProducerId per id,
-    sent concurrently. Returns how many ids were fenced. ``config`` as for
+    sent concurrently. Returns one :class:`FencedId` per distinct id, in order. ``config`` as for
     :func:`commit_resumable` (its ``transaction.timeout.ms`` is the one the InitProducerId
     carries: a broker whose ``transaction.max.timeout.ms`` is lower refuses it, naming it)."""
     ids = list(dict.fromkeys(transactional_ids))
     if not ids:
-        return 0
+        return ()
     cfg = ProducerConfig.coerce(config)
     steps = []
     for transactional_id in ids:
         manager = TransactionManager(transactional_id, cfg.transaction_timeout_ms)
         steps.append((manager, manager.initialize_transactions()))
     _run(steps, cfg, timeout, f"fencing {len(ids)} transactional id(s)", clock, selector)
-    return len(ids)
+    return tuple(FencedId(manager.transactional_id, manager.producer_id_and_epoch.producer_id,
+                          manager.producer_id_and_epoch.epoch) for manager, _ in steps)
 
 
 def _complete(transaction: ResumableTransaction, config: Mapping[str, Any] | ProducerConfig,

@@ -24,6 +24,8 @@ so a coordinator that moved is looked up again before the retried request goes o
   INVALID_PRODUCER_EPOCH: fatal, as :class:`~spark_kafka_sink.errors.ProducerFencedError`;
   authorization failures and INVALID_TXN_STATE: fatal; TRANSACTION_ABORTABLE, UNKNOWN_PRODUCER_ID
   and INVALID_PRODUCER_ID_MAPPING: the transaction becomes abortable; anything else: fatal.
+  EndTxn of a resumed transaction (:mod:`.resumable`) answered INVALID_PRODUCER_ID_MAPPING is
+  fatal instead: the id expired, and there is no producer to abort with.
 
   - :class:`FindCoordinatorHandler`: key type TRANSACTION; v4+ sends the key in
     ``coordinator_keys`` and reads ``coordinators``, v0-3 the single-key fields.
@@ -358,6 +360,17 @@ class EndTxnHandler(CoordinatorRequestHandler):
                 f"{self.manager.producer_id_and_epoch.producer_id} epoch "
                 f"{self.manager.producer_id_and_epoch.epoch}: the coordinator has no open "
                 f"transaction of that producer to {what}; it was already {other}"))
+            return Outcome.FATAL
+        if body.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING and self.manager.resumed:
+            self.manager.fatal_error(errors.error_for(
+                body.error_code, f"EndTxn({'commit' if self.committed else 'abort'}) for "
+                f"transactional.id {self.manager.transactional_id!r}, producer id "
+                f"{self.manager.producer_id_and_epoch.producer_id} epoch "
+                f"{self.manager.producer_id_and_epoch.epoch}: the coordinator no longer knows the "
+                "id (it expired: unused for longer than the brokers' "
+                "transactional.id.expiration.ms), so whether this transaction was committed before "
+                "is unknown; if it was not, the coordinator aborted it after "
+                f"transaction.timeout.ms ({self.manager.transaction_timeout_ms} ms)"))
             return Outcome.FATAL
         return self.handle_error(body.error_code, node_id)
 

@@ -43,7 +43,9 @@ class BatchRecord:
     """One micro-batch as the commit log holds it (see the module docstring). ``batch_id`` is
     Spark's batch id as a string (``write-<uuid>`` for ``KafkaSink.write``); ``max_partitions``
     is the most partitions any batch of the prefix has used, so a restarted driver knows which
-    transactional ids a crashed run may have left open."""
+    transactional ids a crashed run may have left open; ``probe_epochs`` are the producer epochs
+    the driver's last upward probe left on the ids from ``max_partitions`` up (ids no task had
+    used), so that the next probe tells an id only probed from one a task used since."""
 
     prefix: str
     batch_id: str
@@ -52,6 +54,7 @@ class BatchRecord:
     transactions: tuple[ResumableTransaction, ...]
     max_partitions: int
     written_ms: int = 0
+    probe_epochs: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.state not in STATES:
@@ -65,6 +68,7 @@ class BatchRecord:
             "format": FORMAT, "prefix": self.prefix, "batch_id": self.batch_id,
             "state": self.state, "partitions": self.partitions,
             "max_partitions": self.max_partitions, "written_ms": self.written_ms,
+            "probe_epochs": list(self.probe_epochs),
             "transactions": [t.as_dict() for t in self.transactions],
         }, separators=(",", ":"), sort_keys=True).encode()
 
@@ -76,7 +80,8 @@ class BatchRecord:
                              f"reads format {FORMAT})")
         transactions = tuple(ResumableTransaction.from_dict(t) for t in value["transactions"])
         return cls(value["prefix"], value["batch_id"], value["state"], value["partitions"],
-                   transactions, value["max_partitions"], value.get("written_ms", 0))
+                   transactions, value["max_partitions"], value.get("written_ms", 0),
+                   tuple(value.get("probe_epochs", ())))
 
 
 class CommitLog:

@@ -43,10 +43,13 @@ stderr (or, for batch writes with Spark's worker logging on, in
 Exactly-once (``delivery.guarantee``, :mod:`~spark_kafka_sink.spark.exactly_once`): each task
 writes in its own transaction and puts it in its commit message; ``commit`` (on the driver)
 records and commits them, or, for a micro-batch the commit log shows committed already (a
-replay), aborts them; ``abort`` aborts whatever the batch's tasks left open. Recovery (finishing
-a batch an earlier driver recorded but did not commit, fencing what a crashed run left open) runs
-in ``writer()`` / ``streamWriter()`` when Spark plans the write, never in the commit worker, which
-calls ``streamWriter()`` again for every micro-batch.
+replay), aborts them; ``abort`` aborts whatever the batch's tasks left open and records the
+batch aborted, unless the log shows it committed (a failed replay: the record stays committed).
+Recovery (finishing a batch an earlier driver recorded but did not commit, fencing what a crashed
+run left open, upward from the recorded partition count, which also checks
+``transaction.timeout.ms`` with the brokers) runs in ``writer()`` / ``streamWriter()`` when Spark
+plans the write, never in the commit worker, which calls ``streamWriter()`` again for every
+micro-batch.
 
 Guarantees, at least once: as ``KafkaSink``. Records are in Kafka once a task succeeds; a failed
 write or micro-batch has nothing to undo (Kafka cannot take records back), and Spark's retry of a
@@ -204,7 +207,7 @@ def _commit_exactly_once(config: SinkConfig, batch_id: str,
                          messages: Sequence[WriterCommitMessage | None]) -> BatchCommit:
     with _exactly_once_driver(config) as driver:
         return driver.commit_written(batch_id, [m.transaction for m in messages if isinstance(
-            m, KafkaCommitMessage) and m.transaction is not None])
+            m, KafkaCommitMessage) and m.transaction is not None], len(messages))
 
 
 def _abort_exactly_once(config: SinkConfig, batch_id: str,

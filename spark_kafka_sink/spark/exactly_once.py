@@ -1,34 +1,55 @@
 """The driver's side of exactly-once writes: recover at start, skip replays, commit or abort the
-tasks' transactions (no pyspark here: ``KafkaSink`` calls it around the Spark job).
+tasks' transactions (no pyspark here: ``KafkaSink`` and the Data Source call it around the job).
 
 Each task of a micro-batch writes its Spark partition in one Kafka transaction, with transactional
 id ``<prefix>-<partition id>`` (stable across attempts: a retry's ``init_transactions()`` fences
 its failed predecessor and aborts what that one left open), flushes, checks every record, and
 hands its transaction back to the driver without committing it. Then, on the driver:
 
-1. :meth:`ExactlyOnceDriver.begin_batch`, before any task runs. The first call in a process
-   recovers: it creates the commit log if needed (:mod:`.commit_log`), reads the prefix's last
-   record, finishes the commits of a batch recorded ``prepared`` (a driver died between its
-   record and its last commit), then fences every transactional id a crashed run may have left
-   open (``<prefix>-0`` up to the most partitions any batch used, or this batch's count if more):
-   their transactions are aborted now instead of holding ``read_committed`` readers back until
-   ``transaction.timeout.ms``. Its InitProducerId also checks ``transaction.timeout.ms`` against
-   the brokers' maximum before any task runs. A batch id the log shows committed is a replay
-   (Spark re-runs the last batch when its driver died before recording it in the checkpoint):
-   the batch is skipped.
-2. The Spark job runs. If it fails, :meth:`ExactlyOnceDriver.abort_batch` fences the batch's ids,
-   which aborts every transaction its tasks left open (their values never reach the driver when
-   the job fails), and records the batch ``aborted``.
+1. :meth:`ExactlyOnceDriver.begin_batch`, before any task runs. The first call in a process (and
+   the first after a call that could not record its outcome) recovers: it creates the commit log
+   if needed (:mod:`.commit_log`), reads the prefix's last record, finishes the commits of a
+   batch recorded ``prepared`` with its transactions (a driver died between its record and its
+   last commit), then fences the transactional ids a crashed run may have left open (see
+   *Fencing* below): their transactions are aborted now instead of holding ``read_committed``
+   readers back until ``transaction.timeout.ms``. The InitProducerId of ``<prefix>-0`` also
+   checks ``transaction.timeout.ms`` against the brokers' maximum before any task runs. A batch
+   id the log shows committed is a replay (Spark re-runs the last batch when its driver died
+   before recording it in the checkpoint): the batch is skipped. When the batch's partition count
+   is known before the job (rows mode) and is more than any batch used, the batch is recorded
+   ``prepared`` with no transactions first, so a crash mid-job leaves that count in the log.
+2. The Spark job runs. If it fails, :meth:`ExactlyOnceDriver.abort_batch` fences the batch's ids
+   (all of ``<prefix>-0`` .. ``<prefix>-<partitions - 1>``, or, when the count is unknown, the
+   upward probe), which aborts every transaction its tasks left open (their values never reach
+   the driver when the job fails), and records the batch ``aborted``, unless the log shows that
+   batch id committed: then the failed job was a replay, and the record stays ``committed``.
 3. :meth:`ExactlyOnceDriver.commit_batch`: records the batch ``prepared`` with every task's
    transaction, commits them one by one, then records it ``committed``. Committing many
    transactions is not atomic; the record is what makes a crash between two commits safe: the
    next driver finishes the commits from it (a commit repeated on a committed transaction
-   succeeds).
+   succeeds). When that last record cannot be written (the error says the batch's records are
+   committed and only its record is missing), or any other step fails, the driver forgets what it
+   knew and recovers from the log again before its next batch, as a fresh driver would.
 
 The Python Data Source runs the same steps where Spark calls it: recovery in ``writer()`` /
-``streamWriter()`` (:meth:`ExactlyOnceDriver.prepare_query`), and in ``commit()``, once the tasks
-have written, the replay check and the commits (:meth:`ExactlyOnceDriver.commit_written`: a
-replayed batch's new transactions are aborted).
+``streamWriter()`` (:meth:`ExactlyOnceDriver.prepare_query`); in ``commit()``, once the tasks have
+written, the replay check and the commits (:meth:`ExactlyOnceDriver.commit_written`: a replayed
+batch's new transactions are aborted); in ``abort()``, :meth:`ExactlyOnceDriver.abort_batch`
+after reading the log (each step runs in a Python worker of its own, with a fresh driver).
+
+**Fencing.** The log's ``max_partitions`` is the most partitions any recorded batch used, and
+every recovery fences ``<prefix>-0`` up to it. A run can crash in a batch that used more (arrow
+mode and the Data Source learn the count only after the job), so the driver then fences upward,
+as Flink's ``KafkaSink`` probes: :data:`FENCE_GAP` ids at a time, until a whole window of ids
+above the highest used one had nothing to abort (the gap tolerates tasks that did not start in
+partition order). An InitProducerId of an id the coordinator does not know gives it epoch 0
+(:attr:`FencedId.fresh`: never used, or expired); but the probe itself registers the ids it
+fences, so the epochs it left on the ids above ``max_partitions`` are recorded
+(``probe_epochs``): at the next probe such an id counts as unused when its epoch rose by at most
+one (our own fence), and as used when a task raised it too. So the probed range does not grow
+from one restart to the next. All of this goes through :class:`TransactionOps` (commit, fence)
+and the commit log (``ensure_topic``, ``latest``, ``append``, ``close``): tests drive the
+protocol over in-memory fakes of both.
 
 A transaction that cannot be committed (fenced, or aborted by the coordinator after
 ``transaction.timeout.ms``: the driver took longer than that after the task's first record) lost
@@ -36,24 +57,70 @@ its records. Nothing is lost for good: the batch is recorded ``aborted`` and fai
 transaction and why, and Spark runs it again when the query restarts. If that was the first
 commit, the batch's other transactions are aborted too, so the rerun writes every row once; if
 some were committed already, their rows are written again by the rerun (the error says so: the
-one case where a row can appear twice). A commit that cannot reach the cluster in time raises
-and leaves the batch recorded ``prepared``: the next driver finishes it.
+one case where a row can appear twice). A transaction whose id the coordinator forgot (the driver
+stayed down longer than ``transactional.id.expiration.ms`` between the record and the commits:
+INVALID_PRODUCER_ID_MAPPING) is lost the same way, except that whether the stopped driver had
+committed it is unknown: the error names the transactions whose rows appear twice if it had. A
+commit that cannot reach the cluster in time raises and leaves the batch recorded ``prepared``:
+the next recovery finishes it.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 import uuid
-from dataclasses import dataclass
-from typing import Iterable
+from dataclasses import dataclass, replace
+from typing import Iterable, Protocol, Sequence
 
-from ..errors import InvalidTxnStateError, KafkaError, ProducerFencedError
-from ..producer.resumable import ResumableTransaction, commit_resumable, fence_transactional_ids
+from ..clock import SYSTEM_CLOCK, Clock
+from ..config import ProducerConfig
+from ..errors import (
+    InvalidProducerIdMappingError, InvalidTxnStateError, KafkaError, ProducerFencedError,
+)
+from ..producer.resumable import (
+    FencedId, ResumableTransaction, commit_resumable, fence_transactional_ids,
+)
 from .commit_log import ABORTED, COMMITTED, PREPARED, BatchRecord, CommitLog
 from .options import SinkConfig
 
 log = logging.getLogger(__name__)
+
+__all__ = ["FENCE_GAP", "BatchCommit", "BatchStart", "ExactlyOnceDriver", "FencedId",
+           "KafkaTransactionOps", "TransactionOps", "write_batch_id"]
+
+FENCE_GAP = 8
+"""How many unused ids above the highest used one the upward probe fences before it stops."""
+
+_LOST = (ProducerFencedError, InvalidTxnStateError, InvalidProducerIdMappingError)
+"""What a commit answers for a transaction it can no longer commit (see the module docstring)."""
+
+
+class TransactionOps(Protocol):
+    """The driver's two calls to the cluster (the seam tests replace)."""
+
+    def commit(self, transaction: ResumableTransaction) -> None:
+        """Commit ``transaction``. Raises ``ProducerFencedError`` / ``InvalidTxnStateError`` /
+        ``InvalidProducerIdMappingError`` when it is lost, ``KafkaTimeoutError`` when the
+        cluster did not answer in time (repeat later)."""
+
+    def fence(self, transactional_ids: Sequence[str]) -> tuple[FencedId, ...]:
+        """Fence each id (aborting what it left open); one :class:`FencedId` per distinct id."""
+
+
+class KafkaTransactionOps:
+    """:class:`TransactionOps` on the cluster: :func:`commit_resumable` and
+    :func:`fence_transactional_ids` with the tasks' producer settings (reach the cluster, carry
+    the transaction timeout)."""
+
+    def __init__(self, config: ProducerConfig, timeout_s: float | None = None):
+        self._config = config
+        self._timeout_s = timeout_s
+
+    def commit(self, transaction: ResumableTransaction) -> None:
+        commit_resumable(transaction, self._config, self._timeout_s)
+
+    def fence(self, transactional_ids: Sequence[str]) -> tuple[FencedId, ...]:
+        return fence_transactional_ids(transactional_ids, self._config, self._timeout_s)
 
 
 @dataclass(frozen=True)
@@ -84,147 +151,265 @@ class BatchCommit:
                 "transaction-commit-time-ms": self.commit_ms, "batch-replay-total": int(self.replay)}
 
 
+@dataclass(frozen=True)
+class _Recovery:
+    recovered: int
+    fenced: int
+
+
 def write_batch_id() -> str:
     """A batch id for ``KafkaSink.write`` (never replayed)."""
     return f"write-{uuid.uuid4().hex}"
 
 
 class ExactlyOnceDriver:
-    """The driver side of one exactly-once sink; see the module docstring."""
+    """The driver side of one exactly-once sink; see the module docstring. ``transactions``
+    (default :class:`KafkaTransactionOps`) and ``commit_log`` (default :class:`CommitLog`) carry
+    all its I/O; ``clock`` stamps the records."""
 
     def __init__(self, config: SinkConfig, *, commit_log: CommitLog | None = None,
-                 timeout_s: float | None = None):
+                 transactions: TransactionOps | None = None, timeout_s: float | None = None,
+                 clock: Clock = SYSTEM_CLOCK):
         if not config.exactly_once:
             raise ValueError("ExactlyOnceDriver needs delivery.guarantee=exactly-once")
         self._config = config
         self._log = commit_log or CommitLog(config)
-        self._timeout_s = timeout_s
-        self._recovered = False
-        self._last: BatchRecord | None = None
+        self._ops = transactions or KafkaTransactionOps(config.producer_config, timeout_s)
+        self._clock = clock
+        self._forget()
 
-    def begin_batch(self, batch_id: str, partitions: int) -> BatchStart:
-        recovered = fenced = 0
-        if not self._recovered:
-            recovered, fenced = self._recover(partitions)
-        last = self._last
-        if last is not None and last.batch_id == batch_id and last.state == COMMITTED:
-            log.info("KafkaSink: micro-batch %s was already committed (%d transactions, recorded in "
-                     "%r): a replay, skipped", batch_id, len(last.transactions), self._log.topic)
-            return BatchStart(batch_id, True, recovered, fenced)
-        return BatchStart(batch_id, False, recovered, fenced)
+    # --- the protocol -------------------------------------------------------------------------
+
+    def begin_batch(self, batch_id: str, partitions: int | None = None) -> BatchStart:
+        """Before the job: recover if needed, then skip a replay. ``partitions``: the job's
+        partition count when known before it runs (rows mode), else None (arrow mode)."""
+        recovery = _Recovery(0, 0)
+        try:
+            if not self._recovered:
+                recovery = self._recover()
+            if self._is_committed(batch_id):
+                log.info("KafkaSink: micro-batch %s was already committed (%d transactions, "
+                         "recorded in %r): a replay, skipped", batch_id,
+                         len(self._last.transactions), self._log.topic)
+                return BatchStart(batch_id, True, recovery.recovered, recovery.fenced)
+            if partitions is not None and partitions > self._used:
+                self._append(self._record(batch_id, PREPARED, partitions, ()))
+        except BaseException:
+            self._forget()
+            raise
+        return BatchStart(batch_id, False, recovery.recovered, recovery.fenced)
 
     def prepare_query(self) -> BatchStart:
         """The Data Source's start (``writer()`` / ``streamWriter()``, on the driver, before any
-        task): recover as :meth:`begin_batch` does, fencing as many ids as any batch used."""
-        recovered, fenced = self._recover(0)
-        return BatchStart("", False, recovered, fenced)
+        task): recover as :meth:`begin_batch` does."""
+        try:
+            recovery = self._recover()
+        except BaseException:
+            self._forget()
+            raise
+        return BatchStart("", False, recovery.recovered, recovery.fenced)
 
-    def commit_written(self, batch_id: str,
-                       transactions: Iterable[ResumableTransaction]) -> BatchCommit:
+    def commit_written(self, batch_id: str, transactions: Iterable[ResumableTransaction],
+                       partitions: int | None = None) -> BatchCommit:
         """The Data Source's ``commit()``, in a driver worker after the tasks wrote: finish a
         batch an earlier driver left prepared (without fencing: this batch's transactions are
         open), then commit this one, unless the log shows it committed: a replay, whose
-        transactions are aborted."""
+        transactions are aborted. ``partitions``: the job's task count."""
         transactions = tuple(transactions)
-        started = time.monotonic()
-        if not self._recovered:
-            self._recover(0, fence=False)
-        last = self._last
-        if last is not None and last.batch_id == batch_id and last.state == COMMITTED:
-            fence_transactional_ids([t.transactional_id for t in transactions], self._task_config(),
-                                    self._timeout_s)
-            log.info("KafkaSink: micro-batch %s was already committed (recorded in %r): a replay; "
-                     "its %d new transaction(s) were aborted", batch_id, self._log.topic,
-                     len(transactions))
-            return BatchCommit(batch_id, 0, len(transactions), (time.monotonic() - started) * 1000,
-                               replay=True)
-        return self.commit_batch(batch_id, len(transactions), transactions)
+        started = self._clock.monotonic_ns()
+        try:
+            if not self._recovered:
+                self._recover(fence=False)
+            if self._is_committed(batch_id):
+                self._ops.fence([t.transactional_id for t in transactions])
+                log.info("KafkaSink: micro-batch %s was already committed (recorded in %r): a "
+                         "replay; its %d new transaction(s) were aborted", batch_id,
+                         self._log.topic, len(transactions))
+                return BatchCommit(batch_id, 0, len(transactions),
+                                   self._ms_since(started), replay=True)
+        except BaseException:
+            self._forget()
+            raise
+        return self.commit_batch(batch_id, transactions, partitions)
 
-    def commit_batch(self, batch_id: str, partitions: int,
-                     transactions: Iterable[ResumableTransaction]) -> BatchCommit:
+    def commit_batch(self, batch_id: str, transactions: Iterable[ResumableTransaction],
+                     partitions: int | None = None) -> BatchCommit:
+        """After the job: record the batch ``prepared``, commit every transaction, record it
+        ``committed``. ``partitions``: the job's task count (default: one more than the highest
+        partition among the transactions' ids)."""
         transactions = tuple(sorted(transactions, key=lambda t: t.transactional_id))
-        started = time.monotonic()
-        record = BatchRecord(self._config.transactional_id_prefix, batch_id, PREPARED, partitions,
-                             transactions, max(partitions, self._max_partitions()),
-                             int(time.time() * 1000))
-        self._log.append(record)
-        self._last = record
-        committed, lost = self._commit_all(record)
-        if lost:
-            raise self._give_up(record, committed, lost)
-        done = record.with_state(COMMITTED)
-        self._log.append(done)
-        self._last = done
-        return BatchCommit(batch_id, len(transactions), 0, (time.monotonic() - started) * 1000)
+        started = self._clock.monotonic_ns()
+        count = self._count(transactions) if partitions is None else partitions
+        try:
+            record = self._record(batch_id, PREPARED, count, transactions)
+            self._append(record)
+            committed, lost = self._commit_all(record)
+            if lost:
+                raise self._give_up(record, committed, lost, recovering=False)
+            self._record_committed(record)
+        except BaseException:
+            self._forget()
+            raise
+        return BatchCommit(batch_id, len(transactions), 0, self._ms_since(started))
 
-    def abort_batch(self, batch_id: str, partitions: int) -> BatchCommit:
-        """The job failed: abort whatever its tasks left open, by fencing their ids."""
-        started = time.monotonic()
-        ids = [self._config.transactional_id(p) for p in range(partitions)]
-        fence_transactional_ids(ids, self._task_config(), self._timeout_s)
-        record = BatchRecord(self._config.transactional_id_prefix, batch_id, ABORTED, partitions,
-                             (), max(partitions, self._max_partitions()), int(time.time() * 1000))
-        self._log.append(record)
-        self._last = record
-        log.warning("KafkaSink: micro-batch %s failed; the open transactions of its %d task(s) "
-                    "were aborted", batch_id, partitions)
-        return BatchCommit(batch_id, 0, partitions, (time.monotonic() - started) * 1000)
+    def abort_batch(self, batch_id: str, partitions: int | None = None) -> BatchCommit:
+        """The job failed: abort whatever its tasks left open, by fencing their ids
+        (``partitions``: the job's partition count; None when unknown: the upward probe). An
+        abort never replaces a ``committed`` record of the same batch id (a failed replay)."""
+        started = self._clock.monotonic_ns()
+        try:
+            if not self._recovered:
+                self._recover(fence=False)
+            if partitions is None:
+                fenced = self._fence_upward()
+            else:
+                fenced = len(self._ops.fence([self._id(p) for p in range(partitions)]))
+                self._grow(partitions)
+            ms = self._ms_since(started)
+            if self._is_committed(batch_id):
+                self._persist()
+                log.warning("KafkaSink: micro-batch %s failed, but it was committed already "
+                            "(recorded in %r): the failed job was a replay; its transactions "
+                            "were aborted and the batch stays committed", batch_id, self._log.topic)
+                return BatchCommit(batch_id, 0, fenced, ms, replay=True)
+            self._append(self._record(batch_id, ABORTED, partitions or 0, ()))
+        except BaseException:
+            self._forget()
+            raise
+        log.warning("KafkaSink: micro-batch %s failed; the open transactions of its task(s) were "
+                    "aborted (%d transactional id(s) fenced)", batch_id, fenced)
+        return BatchCommit(batch_id, 0, fenced, self._ms_since(started))
 
     def close(self) -> None:
         self._log.close()
 
     # --- recovery -----------------------------------------------------------------------------
 
-    def _recover(self, partitions: int, *, fence: bool = True) -> tuple[int, int]:
+    def _forget(self) -> None:
+        """Know nothing: the next step reads the log again (a fresh driver, or one whose last
+        step could not record its outcome)."""
+        self._recovered = False
+        self._last: BatchRecord | None = None
+        self._used = 0
+        self._window: tuple[int, ...] = ()
+
+    def _recover(self, *, fence: bool = True) -> _Recovery:
         self._log.ensure_topic()
         last = self._log.latest()
+        self._last = last
+        self._used = last.max_partitions if last is not None else 0
+        self._window = last.probe_epochs if last is not None else ()
         recovered = 0
-        if last is not None and last.state == PREPARED:
+        changed = False
+        if last is not None and last.state == PREPARED and last.transactions:
             log.warning("KafkaSink: micro-batch %s was recorded but its commits may not all have "
                         "run (the driver stopped); committing its %d transaction(s) now",
                         last.batch_id, len(last.transactions))
             committed, lost = self._commit_all(last)
             recovered = len(committed)
             if lost:
-                log.error("%s", self._give_up(last, committed, lost))
-                last = self._last
+                log.error("%s", self._give_up(last, committed, lost, recovering=True))
             else:
-                last = last.with_state(COMMITTED)
-                self._log.append(last)
-        self._last = last
-        count = max(partitions, last.max_partitions if last is not None else 0) if fence else 0
-        fenced = fence_transactional_ids([self._config.transactional_id(p) for p in range(count)],
-                                         self._task_config(), self._timeout_s)
+                self._last = replace(last, state=COMMITTED)
+                changed = True
+        elif last is not None and last.state == PREPARED:
+            log.warning("KafkaSink: micro-batch %s started with %d partition(s) and its driver "
+                        "stopped before its tasks handed over their transactions: not committed; "
+                        "their ids are fenced", last.batch_id, last.partitions)
+        fenced = 0
+        if fence:
+            fenced = self._fence_upward()
+            changed = True
+        if changed:
+            self._persist()
         log.info("KafkaSink: exactly-once recovery for prefix %r: %d transaction(s) committed, %d "
-                 "transactional id(s) fenced", self._config.transactional_id_prefix, recovered, fenced)
+                 "transactional id(s) fenced", self._config.transactional_id_prefix, recovered,
+                 fenced)
         self._recovered = True
-        return recovered, fenced
+        return _Recovery(recovered, fenced)
+
+    def _fence_upward(self) -> int:
+        """Fence every id a run may have used (see *Fencing* in the module docstring); returns
+        how many ids were fenced, and keeps what the probe saw for the next record."""
+        used, window = self._used, self._window
+        end = used + FENCE_GAP
+        seen = {f.transactional_id: f for f in self._ops.fence([self._id(p) for p in range(end)])}
+        top, scan = used, used
+        while True:
+            touched = [p for p in range(scan, end) if not self._unused(p, seen[self._id(p)],
+                                                                       used, window)]
+            if not touched:
+                break
+            top = max(touched) + 1
+            scan, end = end, top + FENCE_GAP
+            seen.update((f.transactional_id, f) for f in
+                        self._ops.fence([self._id(p) for p in range(scan, end)]))
+        if top > used:
+            log.warning("KafkaSink: transactional ids up to %r had been used (a run crashed in a "
+                        "batch with more partitions than recorded); their transactions were "
+                        "aborted", self._id(top - 1))
+        self._used = top
+        self._window = tuple(seen[self._id(p)].producer_epoch for p in range(top, top + FENCE_GAP))
+        return end
+
+    @staticmethod
+    def _unused(partition: int, fenced: FencedId, used: int, window: tuple[int, ...]) -> bool:
+        """Whether no task used the id since the last probe: fresh, or its epoch rose by one
+        (our own fence) from what the last probe left on it."""
+        if fenced.fresh:
+            return True
+        index = partition - used
+        return 0 <= index < len(window) and fenced.producer_epoch <= window[index] + 1
 
     def _commit_all(self, record: BatchRecord) -> tuple[list[ResumableTransaction],
                                                         list[tuple[ResumableTransaction, KafkaError]]]:
         """Commit every transaction of ``record``: (committed, lost with why). Errors other than
         a lost transaction (the cluster out of reach) propagate: the record stays prepared."""
-        config = self._task_config()
         committed: list[ResumableTransaction] = []
         lost: list[tuple[ResumableTransaction, KafkaError]] = []
         for transaction in record.transactions:
             try:
-                commit_resumable(transaction, config, self._timeout_s)
-            except (ProducerFencedError, InvalidTxnStateError) as error:
+                self._ops.commit(transaction)
+            except _LOST as error:
                 lost.append((transaction, error))
                 break                            # the rest are aborted (see _give_up)
             committed.append(transaction)
         return committed, lost
 
+    def _record_committed(self, record: BatchRecord) -> None:
+        try:
+            self._append(replace(record, state=COMMITTED, written_ms=self._clock.now_ms()))
+        except Exception as error:  # noqa: BLE001 - said precisely, with the cause
+            raise KafkaError(
+                f"KafkaSink: micro-batch {record.batch_id}: its {len(record.transactions)} "
+                f"transaction(s) are committed (read_committed readers see its records), but "
+                f"recording it committed in {self._log.topic!r} failed ({error!r}); only that "
+                "record is missing: the next batch reads the log again first and records it, so "
+                "a replay of this batch is skipped") from error
+
     def _give_up(self, record: BatchRecord, committed: list[ResumableTransaction],
-                 lost: list[tuple[ResumableTransaction, KafkaError]]) -> KafkaError:
+                 lost: list[tuple[ResumableTransaction, KafkaError]], *,
+                 recovering: bool) -> KafkaError:
         """A transaction of ``record`` was lost: abort what can still be aborted, record the
-        batch aborted (so it runs again), and return the error that says what happened."""
+        batch aborted (so it runs again), and return the error that says what happened.
+        ``recovering``: an earlier driver may have committed some of them before it stopped."""
         first, why = lost[0]
         rest = [t.transactional_id for t in record.transactions
                 if t is not first and t not in committed]
-        fence_transactional_ids(rest, self._task_config(), self._timeout_s)
-        if not committed:
+        self._ops.fence(rest)
+        if isinstance(why, InvalidProducerIdMappingError) and recovering:
+            doubt = ", ".join([first.transactional_id, *rest])
+            outcome = (f"its id had expired (unused for longer than the brokers' "
+                       "transactional.id.expiration.ms: the driver stayed down that long), so "
+                       "whether the driver that stopped had committed it is unknown. When the "
+                       "query restarts Spark writes the batch again: the rows of "
+                       f"{doubt} appear twice if that driver had committed them before it "
+                       "stopped; otherwise the coordinator had aborted them after "
+                       "transaction.timeout.ms and the rerun writes them once")
+            if committed:
+                outcome += (f"; the rows of {', '.join(t.transactional_id for t in committed)} "
+                            "(committed) appear twice")
+        elif not committed:
             outcome = (f"its other {len(rest)} transaction(s) were aborted, so when the query "
                        "restarts Spark writes the batch again, every row once")
         else:
@@ -232,21 +417,56 @@ class ExactlyOnceDriver:
             outcome = (f"{len(committed)} of its transactions were committed already ({names}) "
                        f"and the other {len(rest)} aborted; when the query restarts Spark writes "
                        "the batch again, and the rows of the committed ones appear twice")
-        aborted = record.with_state(ABORTED)
-        self._log.append(aborted)
-        self._last = aborted
+        self._last = replace(record, state=ABORTED)
+        self._persist()
         error = KafkaError(f"KafkaSink: micro-batch {record.batch_id} could not be committed: the "
                            f"transaction of {first.transactional_id!r} was lost ({why}); {outcome}")
         error.__cause__ = why
         return error
 
-    def _max_partitions(self) -> int:
-        return self._last.max_partitions if self._last is not None else 0
+    # --- records ------------------------------------------------------------------------------
 
-    def _task_config(self):
-        """The tasks' producer settings without a transactional id (reach the cluster, carry the
-        transaction timeout)."""
-        return self._config.producer_config
+    def _is_committed(self, batch_id: str) -> bool:
+        last = self._last
+        return last is not None and last.batch_id == batch_id and last.state == COMMITTED
+
+    def _grow(self, partitions: int) -> None:
+        """Ids below ``partitions`` were used: they leave the probe's window."""
+        if partitions > self._used:
+            self._window = self._window[partitions - self._used:]
+            self._used = partitions
+
+    def _record(self, batch_id: str, state: str, partitions: int,
+                transactions: tuple[ResumableTransaction, ...]) -> BatchRecord:
+        self._grow(partitions)
+        return BatchRecord(self._config.transactional_id_prefix, batch_id, state, partitions,
+                           transactions, self._used, self._clock.now_ms(), self._window)
+
+    def _persist(self) -> None:
+        """Write the last record again with what fencing learnt (the log's first record of a
+        prefix, before any batch, has batch id ``""``)."""
+        last = self._last
+        if last is None:
+            record = self._record("", ABORTED, 0, ())
+        else:
+            record = replace(last, max_partitions=self._used, probe_epochs=self._window,
+                             written_ms=self._clock.now_ms())
+        self._append(record)
+
+    def _append(self, record: BatchRecord) -> None:
+        self._log.append(record)
+        self._last = record
+
+    def _ms_since(self, started_ns: int) -> float:
+        return (self._clock.monotonic_ns() - started_ns) / 1e6
+
+    def _id(self, partition: int) -> str:
+        return self._config.transactional_id(partition)
+
+    def _count(self, transactions: Sequence[ResumableTransaction]) -> int:
+        """One more than the highest partition among the transactions' ids."""
+        start = len(self._config.transactional_id_prefix) + 1
+        return max((int(t.transactional_id[start:]) + 1 for t in transactions), default=0)
 
     def __repr__(self) -> str:
         return f"ExactlyOnceDriver(prefix={self._config.transactional_id_prefix!r}, log={self._log!r})"

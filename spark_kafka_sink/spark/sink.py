@@ -33,8 +33,9 @@ in its stats row; rows: ``rdd.mapPartitions`` returns each task's stats); the dr
 them all, or, when the job failed, aborts them all. ``spark.speculation=true`` is refused: a
 speculative twin of a task would fence the attempt Spark keeps. The metrics gain
 ``transaction-commit-total``, ``transaction-abort-total``, ``transaction-commit-time-ms`` and
-``batch-replay-total`` (1 when the batch was a replay, skipped). Exactly-once needs classic Spark
-(the job's partition count comes from ``df.rdd``).
+``batch-replay-total`` (1 when the batch was a replay, skipped). Exactly-once arrow mode runs on
+Spark Connect too (one job per micro-batch: the partition count comes back in the stats rows);
+exactly-once rows mode needs classic Spark (it runs on ``df.rdd``).
 
 A sink pickles as its options alone (no cache, no metrics, no Spark objects), so it can be shipped
 to executors or stored by Spark as a ``foreachBatch`` function.
@@ -141,26 +142,26 @@ class KafkaSink:
 
     def _write_exactly_once(self, df: Any, write_schema: WriteSchema,
                             batch_id: int | None) -> dict[str, float]:
-        """The exactly-once write (see the module docstring); the batch's figures."""
+        """The exactly-once write (see the module docstring); the batch's figures. Arrow mode
+        learns the partition count from the tasks' stats rows, after the job (asking Spark
+        before it would compute the upstream twice); rows mode has it from ``df.rdd``, which
+        the job then runs on."""
         _refuse_speculation(df)
         driver = self._exactly_once
         if driver is None:
             driver = self._exactly_once = ExactlyOnceDriver(self._config)
         key = write_batch_id() if batch_id is None else str(batch_id)
-        try:
-            rdd = df.rdd
-            partitions = rdd.getNumPartitions()
-        except Exception as error:  # noqa: BLE001 - Spark Connect has no df.rdd
-            raise ConfigError(f"{DELIVERY_GUARANTEE}={EXACTLY_ONCE!r} needs classic Spark (the "
-                              f"job's partition count comes from df.rdd): {error}") from error
+        rdd = _rows_rdd(df) if self._config.mode != ARROW else None
+        partitions = None if rdd is None else rdd.getNumPartitions()
         start = driver.begin_batch(key, partitions)
         if start.replay:
             return {**SinkTaskMetrics().as_dict(), **BatchCommit(key, 0, 0, 0.0, replay=True).figures()}
         try:
-            if self._config.mode == ARROW:
+            if rdd is None:
                 rows = sink_frame(df, write_schema).mapInArrow(
                     ArrowWriter(self._config, write_schema, batch_id=batch_id), STATS_SCHEMA).collect()
                 metrics, transactions = merge_stats(rows), stats_transactions(rows)
+                partitions = max((row["partition_id"] for row in rows), default=-1) + 1
             else:
                 writer = PartitionWriter(self._config, write_schema, batch_id=batch_id)
                 stats = rdd.mapPartitions(lambda rows: [writer(rows)]).collect()
@@ -176,7 +177,7 @@ class KafkaSink:
                               "aborted; they are aborted when the query restarts, or after "
                               "transaction.timeout.ms", key)
             raise
-        commit = driver.commit_batch(key, partitions, transactions)
+        commit = driver.commit_batch(key, transactions, partitions)
         return {**metrics.as_dict(), **commit.figures()}
 
     def _publish(self, batch_id: int | None, metrics: SinkTaskMetrics, seconds: float) -> None:
@@ -238,6 +239,17 @@ class KafkaSink:
 
     def __repr__(self) -> str:
         return f"KafkaSink({self._config!r})"
+
+
+def _rows_rdd(df: Any) -> Any:
+    """``df.rdd`` for exactly-once rows mode, or a clear error where there is none (Spark
+    Connect)."""
+    try:
+        return df.rdd
+    except Exception as error:  # noqa: BLE001 - Spark Connect has no df.rdd
+        raise ConfigError(f"{DELIVERY_GUARANTEE}={EXACTLY_ONCE!r} in mode='rows' needs classic "
+                          f"Spark (it runs on df.rdd), which this session does not have (Spark "
+                          f"Connect?): use mode='arrow' (the default): {error}") from error
 
 
 def _refuse_speculation(df: Any) -> None:

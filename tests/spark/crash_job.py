@@ -47,11 +47,12 @@ def _install_crash(point: str, batch: str) -> None:
     append = commit_log.CommitLog.append
 
     def hooked_append(self, record):
-        if record.batch_id == batch and record.state == commit_log.PREPARED and point == "before-record":
+        handed_over = record.state == commit_log.PREPARED and record.transactions  # not pre-job
+        if record.batch_id == batch and handed_over and point == "before-record":
             crash()
         append(self, record)
         if record.batch_id == batch and (
-                (record.state == commit_log.PREPARED and point == "after-record")
+                (handed_over and point == "after-record")
                 or (record.state == commit_log.COMMITTED and point == "after-commits")):
             crash()
 
@@ -70,7 +71,7 @@ def _install_crash(point: str, batch: str) -> None:
     begin = exactly_once.ExactlyOnceDriver.begin_batch
     exactly_once_batch = [None]
 
-    def hooked_begin(self, batch_id, partitions):
+    def hooked_begin(self, batch_id, partitions=None):
         exactly_once_batch[0] = batch_id
         done.clear()
         return begin(self, batch_id, partitions)

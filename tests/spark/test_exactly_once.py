@@ -125,3 +125,116 @@ def test_a_failed_exactly_once_write_aborts_every_transaction_of_its_tasks(spark
     assert_no_open_transaction(bootstrap, topic, PARTITIONS)
     # the failing task sent its 400 rows before the bad one (the other may be cancelled first)
     assert sum(list_offsets(bootstrap, topic, PARTITIONS, committed=False).values()) >= 400
+
+
+def _eos_config(bootstrap: str, prefix: str, **options) -> "SinkConfig":
+    from spark_kafka_sink.spark.options import SinkConfig
+
+    return SinkConfig.from_options({"kafka.bootstrap.servers": bootstrap, "topic": "unused",
+                                    "delivery.guarantee": "exactly-once",
+                                    "transactional.id.prefix": prefix, **options})
+
+
+def test_recovery_aborts_transactions_above_the_recorded_partition_count(kafka):
+    """A run crashed in a batch with 4 partitions after a recorded batch of 2 (arrow mode learns
+    the count after the job): the restarted driver's upward probe aborts what <prefix>-2 and -3
+    left open too, at once, instead of after transaction.timeout.ms."""
+    from spark_kafka_sink import KafkaProducer
+    from spark_kafka_sink.spark.commit_log import COMMITTED, BatchRecord, CommitLog
+    from spark_kafka_sink.spark.exactly_once import ExactlyOnceDriver
+
+    bootstrap = kafka.bootstrap_servers
+    topic, prefix = f"eos-probe-{uuid.uuid4().hex[:8]}", f"eos-probe-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    config = _eos_config(bootstrap, prefix)
+    log = CommitLog(config)
+    log.ensure_topic()
+    log.append(BatchRecord(prefix, "3", COMMITTED, 2, (), 2))
+    producers = [KafkaProducer({"bootstrap.servers": bootstrap,
+                                "transactional.id": config.transactional_id(p)}) for p in range(4)]
+    try:
+        for p, producer in enumerate(producers):
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send(topic, b"dangling", partition=p % PARTITIONS)
+            producer.flush()
+        driver = ExactlyOnceDriver(config, commit_log=log)
+        start = driver.begin_batch("4")
+        assert_no_open_transaction(bootstrap, topic, PARTITIONS, timeout_s=10)
+        assert not start.replay and log.latest().max_partitions == 4
+    finally:
+        for producer in producers:
+            producer.close(5)
+        log.close()
+
+
+def test_a_failed_replay_keeps_the_batch_committed_on_the_real_log(kafka):
+    """The Data Source's abort() of a replayed batch (a fresh driver per step) leaves its
+    committed record as it was; the next replay is skipped."""
+    from spark_kafka_sink.spark.commit_log import COMMITTED, BatchRecord, CommitLog
+    from spark_kafka_sink.spark.exactly_once import ExactlyOnceDriver
+
+    prefix = f"eos-replay-{uuid.uuid4().hex[:8]}"
+    config = _eos_config(kafka.bootstrap_servers, prefix)
+    log = CommitLog(config)
+    log.ensure_topic()
+    log.append(BatchRecord(prefix, "5", COMMITTED, 3, (), 3))
+    try:
+        ExactlyOnceDriver(config, commit_log=log).abort_batch("5", 2)
+        last = CommitLog(config).latest()
+        assert (last.batch_id, last.state, last.max_partitions) == ("5", COMMITTED, 3)
+        assert ExactlyOnceDriver(config, commit_log=log).commit_written("5", [], 2).replay
+    finally:
+        log.close()
+
+
+def test_a_new_prefix_with_a_transaction_timeout_above_the_brokers_is_refused_on_the_driver(kafka):
+    """The Data Source's planning step (prepare_query) on an empty commit log: the probe's
+    InitProducerId of <prefix>-0 carries the timeout, and the brokers refuse it, naming it."""
+    from spark_kafka_sink.errors import KafkaError
+    from spark_kafka_sink.spark.exactly_once import ExactlyOnceDriver
+
+    config = _eos_config(kafka.bootstrap_servers, f"eos-timeout-{uuid.uuid4().hex[:8]}",
+                         **{"kafka.transaction.timeout.ms": "1200000"})
+    driver = ExactlyOnceDriver(config)
+    try:
+        with pytest.raises(KafkaError, match=r"transaction\.timeout\.ms \(1200000 ms\) is refused"):
+            driver.prepare_query()
+    finally:
+        driver.close()
+
+
+@pytest.mark.parametrize(("mode", "guarantee"), [("arrow", "exactly-once"), ("rows", "exactly-once"),
+                                                 ("arrow", "at-least-once")])
+def test_each_mode_computes_the_upstream_once_per_write(spark, kafka, mode, guarantee):
+    """A Python UDF upstream of an aggregation, a join and a repartition runs once per row, in
+    every mode (exactly-once once asked Spark for the partition count first, a job of its own
+    under adaptive execution: twice)."""
+    from pyspark.sql import functions as F
+
+    from spark_kafka_sink import KafkaSink
+
+    bootstrap, rows = kafka.bootstrap_servers, 40
+    topic = f"eos-once-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    calls = spark.sparkContext.accumulator(0)
+
+    def tag(i):
+        calls.add(1)
+        return str(i)
+
+    ids = spark.range(0, rows, 1, 2).withColumn("k", F.col("id") % 4)
+    sizes = ids.groupBy("k").agg(F.count("*").alias("n"))
+    df = (ids.withColumn("v", F.udf(tag, "string")(F.col("id"))).join(sizes, "k").repartition(3)
+          .selectExpr("cast(id as string) as key", "v as value"))
+    options = {"kafka.bootstrap.servers": bootstrap, "topic": topic, "mode": mode,
+               "delivery.guarantee": guarantee}
+    if guarantee == "exactly-once":
+        options["transactional.id.prefix"] = f"eos-once-{uuid.uuid4().hex[:8]}"
+    sink = KafkaSink(**options)
+    try:
+        sink.write(df)
+    finally:
+        sink.close()
+    assert calls.value == rows, f"{calls.value / rows:.1f} UDF calls per row"
+    assert _counts(bootstrap, topic, rows) == Counter({i: 1 for i in range(rows)})

@@ -84,3 +84,24 @@ def test_a_fatal_outcome_ends_the_request_and_is_not_retried():
     h.clock.advance(1_000)
     assert sender.maybe_send(h.now) == NOTHING_TO_WAIT_FOR_MS
     assert len(h.requests(INIT_PRODUCER_ID)) == 1
+
+
+def test_a_resumed_commit_whose_id_expired_raises_invalid_producer_id_mapping():
+    """EndTxn answers INVALID_PRODUCER_ID_MAPPING when the coordinator forgot the id
+    (transactional.id.expiration.ms): for a resumed transaction that is final, not "abortable"
+    (there is no producer to abort with), and the error says what is unknown."""
+    from spark_kafka_sink.error_codes import ErrorCode
+    from spark_kafka_sink.errors import InvalidProducerIdMappingError
+    from spark_kafka_sink.producer.resumable import ResumableTransaction, commit_resumable
+    from spark_kafka_sink.structs import TopicPartition
+
+    from .sender_harness import END_TXN, PRODUCER_ID
+
+    h = Harness(transactional_id="q-0")
+    h.txn_answers[END_TXN].append(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    transaction = ResumableTransaction("q-0", PRODUCER_ID, 3, (TopicPartition("t", 0),), 1)
+    with pytest.raises(InvalidProducerIdMappingError,
+                       match=r"'q-0'.*no longer knows the id .*transactional\.id\.expiration\.ms.*"
+                             r"whether this transaction was committed before is unknown"):
+        commit_resumable(transaction, {"bootstrap.servers": "b1:9092"}, 5, clock=h.clock,
+                         selector=h.sel)

@@ -1,22 +1,24 @@
-"""The driver's side of exactly-once (``spark.exactly_once``) over an in-memory commit log, with
-the commits and fencing recorded instead of sent: recovery, replays, commit and abort, the
-commit record's format, and the refusal of speculation. The real thing runs in
-tests/spark/test_exactly_once.py."""
+"""The driver's side of exactly-once (``spark.exactly_once``) over an in-memory commit log and an
+in-memory transaction coordinator (:class:`FakeOps`, the ``TransactionOps`` seam): recovery,
+replays, commit and abort, the upward fencing probe, the commit record's format, and the refusal
+of speculation. The real thing runs in tests/spark/test_exactly_once.py."""
 
 from __future__ import annotations
 
 import pytest
 
 from spark_kafka_sink.errors import (
-    ConfigError, InvalidTxnStateError, KafkaError, KafkaTimeoutError, ProducerFencedError,
+    ConfigError, InvalidProducerIdMappingError, InvalidTxnStateError, KafkaError,
+    KafkaTimeoutError, ProducerFencedError,
 )
 from spark_kafka_sink.producer.resumable import ResumableTransaction
-from spark_kafka_sink.spark import exactly_once
 from spark_kafka_sink.spark.commit_log import ABORTED, COMMITTED, PREPARED, BatchRecord
-from spark_kafka_sink.spark.exactly_once import ExactlyOnceDriver
+from spark_kafka_sink.spark.exactly_once import FENCE_GAP, ExactlyOnceDriver, FencedId
 from spark_kafka_sink.spark.options import SinkConfig
 from spark_kafka_sink.spark.sink import _refuse_speculation
 from spark_kafka_sink.structs import TopicPartition
+
+from ..fakes import FakeClock
 
 CONFIG = SinkConfig.from_options({"kafka.bootstrap.servers": "127.0.0.1:9092",
                                   "delivery.guarantee": "exactly-once",
@@ -28,14 +30,20 @@ def txn(partition: int, epoch: int = 0) -> ResumableTransaction:
                                 (TopicPartition("t", partition),), 2)
 
 
-class MemoryLog:
-    """The CommitLog interface, in memory."""
+def ids(*partitions: int) -> list[str]:
+    return [f"q-{p}" for p in partitions]
 
-    def __init__(self, records=()):
+
+class MemoryLog:
+    """The CommitLog interface, in memory; ``fail`` makes the appends of the states it holds
+    raise once each (a stalled network)."""
+
+    def __init__(self, records=(), fail=()):
         self.records = list(records)
         self.topic = CONFIG.commit_topic
         self.ensured = 0
         self.closed = False
+        self.fail = set(fail)
 
     def ensure_topic(self):
         self.ensured += 1
@@ -44,128 +52,282 @@ class MemoryLog:
         return self.records[-1] if self.records else None
 
     def append(self, record):
+        if record.state in self.fail:
+            self.fail.discard(record.state)
+            raise KafkaTimeoutError("Expiring 1 record(s) for spark-kafka-sink-commits.q-0")
         self.records.append(record)
 
     def close(self):
         self.closed = True
 
+    def states(self, batch_id):
+        return [r.state for r in self.records if r.batch_id == batch_id]
+
+
+class FakeOps:
+    """A transaction coordinator in memory: each id's epoch (absent: never used, so fresh) and
+    its open transaction; ``calls`` in order; ``lost`` maps an id to the error its commit
+    raises."""
+
+    def __init__(self):
+        self.epochs: dict[str, int] = {}
+        self.open: set[str] = set()
+        self.calls: list[tuple] = []
+        self.lost: dict[str, type] = {}
+
+    def use(self, *partitions: int) -> None:
+        """Tasks' ``init_transactions()``, each leaving a transaction open."""
+        for transactional_id in ids(*partitions):
+            self.epochs[transactional_id] = self.epochs.get(transactional_id, -1) + 1
+            self.open.add(transactional_id)
+
+    def commit(self, transaction):
+        if transaction.transactional_id in self.lost:
+            raise self.lost[transaction.transactional_id](f"{transaction.transactional_id}: lost")
+        self.calls.append(("commit", transaction.transactional_id))
+        self.open.discard(transaction.transactional_id)
+
+    def fence(self, transactional_ids):
+        transactional_ids = list(dict.fromkeys(transactional_ids))
+        self.calls.append(("fence", transactional_ids))
+        fenced = []
+        for transactional_id in transactional_ids:
+            self.epochs[transactional_id] = self.epochs.get(transactional_id, -1) + 1
+            self.open.discard(transactional_id)
+            fenced.append(FencedId(transactional_id, 7, self.epochs[transactional_id]))
+        return tuple(fenced)
+
+    def commits(self):
+        return [call[1] for call in self.calls if call[0] == "commit"]
+
 
 @pytest.fixture
-def broker(monkeypatch):
-    """What the driver asked of the cluster: ("commit", id) and ("fence", ids)."""
-    calls = []
-    monkeypatch.setattr(exactly_once, "commit_resumable",
-                        lambda transaction, config, timeout=None: calls.append(
-                            ("commit", transaction.transactional_id)))
-
-    def fence(ids, config, timeout=None):
-        ids = list(ids)
-        calls.append(("fence", ids))
-        return len(ids)
-
-    monkeypatch.setattr(exactly_once, "fence_transactional_ids", fence)
-    return calls
+def ops():
+    return FakeOps()
 
 
-def test_a_first_batch_fences_its_ids_then_commits_recording_before_and_after(broker):
+def driver(log, ops):
+    return ExactlyOnceDriver(CONFIG, commit_log=log, transactions=ops, clock=FakeClock())
+
+
+def test_a_first_batch_fences_its_ids_then_commits_recording_before_and_after(ops):
     log = MemoryLog()
-    driver = ExactlyOnceDriver(CONFIG, commit_log=log)
-    start = driver.begin_batch("0", 2)
-    assert not start.replay and start.fenced == 2 and log.ensured == 1
-    assert broker == [("fence", ["q-0", "q-1"])]
-    result = driver.commit_batch("0", 2, [txn(1), txn(0)])
-    assert broker[1:] == [("commit", "q-0"), ("commit", "q-1")]
-    assert [r.state for r in log.records] == [PREPARED, COMMITTED]
-    assert log.records[0].transactions == (txn(0), txn(1)) and result.committed == 2
-    assert driver.begin_batch("1", 2).replay is False and len(broker) == 3   # recovers once
+    eos = driver(log, ops)
+    start = eos.begin_batch("0", 2)
+    assert not start.replay and start.fenced == FENCE_GAP and log.ensured == 1
+    assert ops.calls == [("fence", ids(*range(FENCE_GAP)))]     # <prefix>-0 first: the timeout check
+    assert log.states("0") == [PREPARED] and log.records[-1].transactions == ()  # count before tasks
+    assert log.records[-1].max_partitions == 2
+    ops.use(0, 1)
+    result = eos.commit_batch("0", [txn(1), txn(0)], 2)
+    assert ops.commits() == ids(0, 1) and not ops.open
+    assert log.states("0") == [PREPARED, PREPARED, COMMITTED]
+    assert log.records[-1].transactions == (txn(0), txn(1)) and result.committed == 2
+    assert eos.begin_batch("1", 2).replay is False and len(ops.calls) == 3   # recovers once
 
 
-def test_a_batch_recorded_but_not_committed_is_finished_then_its_replay_is_skipped(broker):
-    prepared = BatchRecord("q", "5", PREPARED, 2, (txn(0), txn(1)), 4)
-    log = MemoryLog([prepared])
-    driver = ExactlyOnceDriver(CONFIG, commit_log=log)
-    start = driver.begin_batch("5", 2)
+def test_a_batch_recorded_but_not_committed_is_finished_then_its_replay_is_skipped(ops):
+    log = MemoryLog([BatchRecord("q", "5", PREPARED, 2, (txn(0), txn(1)), 4)])
+    start = driver(log, ops).begin_batch("5", 2)
     assert start.replay and start.recovered_commits == 2
-    # commits first, then the fencing (of as many ids as any batch used), never the reverse
-    assert broker == [("commit", "q-0"), ("commit", "q-1"), ("fence", ["q-0", "q-1", "q-2", "q-3"])]
+    # commits first, then the fencing (of as many ids as any batch used, and the window above)
+    assert ops.calls == [("commit", "q-0"), ("commit", "q-1"),
+                         ("fence", ids(*range(4 + FENCE_GAP)))]
     assert log.records[-1].state == COMMITTED and log.records[-1].batch_id == "5"
 
 
-def test_a_committed_batch_id_is_a_replay_and_the_next_one_runs(broker):
+def test_a_committed_batch_id_is_a_replay_and_the_next_one_runs(ops):
     log = MemoryLog([BatchRecord("q", "5", COMMITTED, 2, (txn(0),), 2)])
-    driver = ExactlyOnceDriver(CONFIG, commit_log=log)
-    assert driver.begin_batch("5", 2).replay
-    assert not any(call[0] == "commit" for call in broker)
-    assert not driver.begin_batch("6", 3).replay
+    eos = driver(log, ops)
+    assert eos.begin_batch("5", 2).replay
+    assert not ops.commits()
+    assert not eos.begin_batch("6", 3).replay
 
 
-def test_a_failed_job_has_its_ids_fenced_and_the_batch_recorded_aborted(broker):
+def test_a_failed_job_has_its_ids_fenced_and_the_batch_recorded_aborted(ops):
     log = MemoryLog()
-    driver = ExactlyOnceDriver(CONFIG, commit_log=log)
-    driver.begin_batch("0", 3)
-    result = driver.abort_batch("0", 3)
-    assert broker[-1] == ("fence", ["q-0", "q-1", "q-2"]) and result.aborted == 3
+    eos = driver(log, ops)
+    eos.begin_batch("0", 3)
+    ops.use(0, 1, 2)
+    result = eos.abort_batch("0", 3)
+    assert ops.calls[-1] == ("fence", ids(0, 1, 2)) and result.aborted == 3 and not ops.open
     assert log.records[-1].state == ABORTED and log.records[-1].max_partitions == 3
-    assert not driver.begin_batch("0", 3).replay                # an aborted batch runs again
+    assert not eos.begin_batch("0", 3).replay                  # an aborted batch runs again
 
 
-def _committing(monkeypatch, broker, lost: set[str], error=ProducerFencedError):
-    def commit(transaction, config, timeout=None):
-        if transaction.transactional_id in lost:
-            raise error(f"{transaction.transactional_id}: fenced")
-        broker.append(("commit", transaction.transactional_id))
+def test_a_failed_arrow_job_with_no_count_probes_upward_for_its_ids(ops):
+    log = MemoryLog([BatchRecord("q", "4", COMMITTED, 2, (txn(0), txn(1)), 2)])
+    eos = driver(log, ops)
+    eos.begin_batch("5")
+    ops.use(0, 1, 2, 3, 4)                                     # more partitions than ever
+    eos.abort_batch("5")
+    assert not ops.open
+    assert log.records[-1].state == ABORTED and log.records[-1].max_partitions == 5
 
-    monkeypatch.setattr(exactly_once, "commit_resumable", commit)
 
-
-def test_a_lost_first_transaction_aborts_the_others_and_records_the_batch_aborted(monkeypatch, broker):
+def test_a_lost_first_transaction_aborts_the_others_and_records_the_batch_aborted(ops):
     log = MemoryLog()
-    driver = ExactlyOnceDriver(CONFIG, commit_log=log)
-    driver.begin_batch("0", 3)
-    _committing(monkeypatch, broker, {"q-0"})
+    eos = driver(log, ops)
+    eos.begin_batch("0", 3)
+    ops.lost["q-0"] = ProducerFencedError
     with pytest.raises(KafkaError, match=r"micro-batch 0 could not be committed: the transaction "
                                          r"of 'q-0' was lost .*every row once"):
-        driver.commit_batch("0", 3, [txn(0), txn(1), txn(2)])
-    assert broker[-1] == ("fence", ["q-1", "q-2"]) and not any(c[0] == "commit" for c in broker)
+        eos.commit_batch("0", [txn(0), txn(1), txn(2)], 3)
+    assert ops.calls[-1] == ("fence", ids(1, 2)) and not ops.commits()
     assert log.records[-1].state == ABORTED
-    assert not driver.begin_batch("0", 3).replay                # the replay runs it again
+    assert not eos.begin_batch("0", 3).replay                  # the replay runs it again
 
 
-def test_a_transaction_lost_after_others_committed_says_their_rows_repeat(monkeypatch, broker):
+def test_a_transaction_lost_after_others_committed_says_their_rows_repeat(ops):
     log = MemoryLog()
-    driver = ExactlyOnceDriver(CONFIG, commit_log=log)
-    driver.begin_batch("0", 3)
-    _committing(monkeypatch, broker, {"q-1"}, InvalidTxnStateError)
+    eos = driver(log, ops)
+    eos.begin_batch("0", 3)
+    ops.lost["q-1"] = InvalidTxnStateError
     with pytest.raises(KafkaError, match=r"committed already \(q-0\) and the other 1 aborted.*"
                                          r"appear twice"):
-        driver.commit_batch("0", 3, [txn(0), txn(1), txn(2)])
-    assert ("commit", "q-0") in broker and broker[-1] == ("fence", ["q-2"])
+        eos.commit_batch("0", [txn(0), txn(1), txn(2)], 3)
+    assert ops.commits() == ["q-0"] and ops.calls[-1] == ("fence", ids(2))
     assert log.records[-1].state == ABORTED
 
 
-def test_a_commit_out_of_reach_leaves_the_batch_prepared_for_the_next_driver(monkeypatch, broker):
+def test_a_commit_out_of_reach_leaves_the_batch_prepared_for_the_next_driver(ops):
     log = MemoryLog()
-    driver = ExactlyOnceDriver(CONFIG, commit_log=log)
-    driver.begin_batch("0", 1)
-    _committing(monkeypatch, broker, {"q-0"}, KafkaTimeoutError)
+    eos = driver(log, ops)
+    eos.begin_batch("0", 1)
+    ops.lost["q-0"] = KafkaTimeoutError
     with pytest.raises(KafkaTimeoutError):
-        driver.commit_batch("0", 1, [txn(0)])
+        eos.commit_batch("0", [txn(0)], 1)
     assert log.records[-1].state == PREPARED
+    del ops.lost["q-0"]
+    assert eos.begin_batch("0", 1).replay                      # the same driver finishes it first
 
 
-def test_recovery_of_a_batch_with_a_lost_transaction_records_it_aborted_and_goes_on(
-        monkeypatch, broker, caplog):
+def test_recovery_of_a_batch_with_a_lost_transaction_records_it_aborted_and_goes_on(ops, caplog):
     log = MemoryLog([BatchRecord("q", "5", PREPARED, 2, (txn(0), txn(1)), 2)])
-    _committing(monkeypatch, broker, {"q-0"})
-    driver = ExactlyOnceDriver(CONFIG, commit_log=log)
+    ops.lost["q-0"] = ProducerFencedError
     with caplog.at_level("ERROR"):
-        start = driver.begin_batch("5", 2)
+        start = driver(log, ops).begin_batch("5", 2)
     assert not start.replay and "micro-batch 5 could not be committed" in caplog.text
     assert log.records[-1].state == ABORTED
 
 
+# --- issue 25, items 1-4 ---------------------------------------------------------------------
+
+def test_a_failed_replay_never_replaces_the_committed_record_of_its_batch(ops):
+    """The Data Source: batch 5 is committed, Spark replays it (its checkpoint lacked it), the
+    replayed job fails: ``abort()`` (a fresh driver) aborts the replay's transactions but leaves
+    the record committed (and max_partitions as high), so the next replay is skipped again."""
+    log = MemoryLog([BatchRecord("q", "5", COMMITTED, 2, (txn(0), txn(1)), 4)])
+    ops.use(0, 1)
+    aborted = driver(log, ops).abort_batch("5", 2)
+    assert aborted.replay and not ops.open
+    assert log.records[-1].state == COMMITTED and log.records[-1].batch_id == "5"
+    assert log.records[-1].max_partitions == 4
+    ops.use(0, 1)
+    again = driver(log, ops).commit_written("5", [txn(0, 1), txn(1, 1)], 2)
+    assert again.replay and again.committed == 0 and not ops.commits() and not ops.open
+
+
+def test_an_abort_of_another_batch_keeps_the_highest_partition_count(ops):
+    log = MemoryLog([BatchRecord("q", "5", COMMITTED, 6, (txn(0),), 6)])
+    driver(log, ops).abort_batch("6", 2)
+    assert log.records[-1].state == ABORTED and log.records[-1].max_partitions == 6
+
+
+def test_a_driver_that_could_not_record_committed_reads_the_log_again_before_the_replay(ops):
+    """Every commit succeeded, then writing ``committed`` timed out: the error says the records
+    are committed and only the record is missing. The same driver, restarted with the query in
+    the same process, recovers from the log first, so Spark's replay of the batch is skipped."""
+    log = MemoryLog(fail={COMMITTED})
+    eos = driver(log, ops)
+    eos.begin_batch("5", 2)
+    ops.use(0, 1)
+    with pytest.raises(KafkaError, match=r"micro-batch 5: its 2 transaction\(s\) are committed .*"
+                                         r"Expiring 1 record.*only that record is missing"):
+        eos.commit_batch("5", [txn(0), txn(1)], 2)
+    start = eos.begin_batch("5", 2)
+    assert start.replay and ops.commits() == ids(0, 1, 0, 1)   # committed again: a no-op
+    assert log.records[-1].state == COMMITTED and log.records[-1].batch_id == "5"
+
+
+def test_a_driver_whose_prepared_record_timed_out_reads_the_log_again(ops):
+    log = MemoryLog(fail={PREPARED})
+    eos = driver(log, ops)
+    eos.begin_batch("5")                                       # arrow mode: no pre-job record
+    ops.use(0, 1)
+    log.fail = {PREPARED}
+    with pytest.raises(KafkaTimeoutError):
+        eos.commit_batch("5", [txn(0), txn(1)], 2)
+    assert not eos.begin_batch("5").replay and not ops.open   # fenced again: the batch reruns
+
+
+@pytest.mark.parametrize("recovering", [True, False])
+def test_a_transaction_whose_id_expired_is_lost_the_batch_aborted_and_run_again(ops, caplog,
+                                                                                recovering):
+    """EndTxn answers INVALID_PRODUCER_ID_MAPPING (the driver stayed down longer than
+    transactional.id.expiration.ms): the batch is recorded aborted and runs again, and the error
+    says whose rows may repeat (a stopped driver may have committed them), or that every row is
+    written once (no driver had committed them)."""
+    ops.lost["q-0"] = ops.lost["q-1"] = InvalidProducerIdMappingError
+    if recovering:
+        log = MemoryLog([BatchRecord("q", "5", PREPARED, 2, (txn(0), txn(1)), 2)])
+        with caplog.at_level("ERROR"):
+            start = driver(log, ops).begin_batch("5", 2)
+        message = caplog.text
+        assert not start.replay
+        assert "its id had expired" in message and "transactional.id.expiration.ms" in message
+        assert "the rows of q-0, q-1 appear twice if that driver had committed them" in message
+    else:
+        log = MemoryLog()
+        eos = driver(log, ops)
+        eos.begin_batch("5", 2)
+        with pytest.raises(KafkaError, match="'q-0' was lost .*every row once"):
+            eos.commit_batch("5", [txn(0), txn(1)], 2)
+    assert log.records[-1].state == ABORTED and log.records[-1].batch_id == "5"
+    assert not driver(log, ops).begin_batch("5", 2).replay
+
+
+def test_recovery_fences_ids_a_crashed_run_used_above_the_recorded_count(ops):
+    """A run crashed in a batch with 4 partitions; the log only knew 2 (arrow mode learns the
+    count after the job): the upward probe aborts <prefix>-2 and -3 too, and records 4."""
+    log = MemoryLog([BatchRecord("q", "3", COMMITTED, 2, (txn(0), txn(1)), 2)])
+    ops.use(0, 1, 2, 3)
+    start = driver(log, ops).begin_batch("4", 2)
+    assert not ops.open and start.fenced == 4 + FENCE_GAP
+    assert log.records[-1].max_partitions == 4
+
+
+def test_the_probe_looks_past_a_gap_of_ids_tasks_had_not_reached(ops):
+    log = MemoryLog([BatchRecord("q", "3", COMMITTED, 2, (txn(0),), 2)])
+    ops.use(0, 1, 2, 2 + FENCE_GAP - 1, 2 + 2 * FENCE_GAP - 2)   # holes of FENCE_GAP - 2 ids
+    driver(log, ops).prepare_query()
+    assert not ops.open and log.records[-1].max_partitions == 2 + 2 * FENCE_GAP - 1
+
+
+def test_repeated_recoveries_fence_the_same_ids_and_the_range_does_not_grow(ops):
+    log = MemoryLog()
+    for _ in range(5):
+        driver(log, ops).prepare_query()                       # a Data Source save each
+    assert set(ops.epochs) == set(ids(*range(FENCE_GAP)))
+    assert log.records[-1].max_partitions == 0 and log.records[-1].probe_epochs == (4,) * FENCE_GAP
+    ops.use(3)                                                  # a crashed task inside the window
+    driver(log, ops).prepare_query()
+    assert not ops.open and log.records[-1].max_partitions == 4
+
+
+def test_a_count_known_before_the_job_is_recorded_before_any_task_runs(ops):
+    log = MemoryLog([BatchRecord("q", "3", COMMITTED, 2, (txn(0),), 2)])
+    driver(log, ops).begin_batch("4", 3 * FENCE_GAP)
+    assert log.records[-1].state == PREPARED and log.records[-1].transactions == ()
+    assert log.records[-1].max_partitions == 3 * FENCE_GAP
+    ops.use(*range(3 * FENCE_GAP))                             # then the driver dies mid-job
+    start = driver(log, ops).begin_batch("4", 3 * FENCE_GAP)   # no transaction to commit
+    assert not start.replay and not ops.open and start.recovered_commits == 0
+
+
 def test_the_commit_record_round_trips_as_json_and_refuses_an_unknown_format():
-    record = BatchRecord("q", "12", PREPARED, 2, (txn(0), txn(1, epoch=3)), 5, 1_700_000_000_000)
+    record = BatchRecord("q", "12", PREPARED, 2, (txn(0), txn(1, epoch=3)), 5, 1_700_000_000_000,
+                         (3, 0))
     assert BatchRecord.from_json(record.to_json()) == record
     with pytest.raises(ValueError, match="unknown commit record format 9"):
         BatchRecord.from_json(b'{"format": 9}')
