@@ -151,7 +151,7 @@ class CommitModel(RuleBasedStateMachine):
         self.cluster: Cluster | None = None
         self.problems: list[str] = []
         self.errors: list[logging.LogRecord] = []
-        self.handler = _ListHandler(self.errors)
+        self.handler = _ListHandler(self.errors, self._check_names)
         logging.getLogger("spark_kafka_sink").addHandler(self.handler)
         ModelDriver.recovered = self._check_nothing_open
         self.logger = logging.getLogger("spark_kafka_sink")
@@ -218,7 +218,6 @@ class CommitModel(RuleBasedStateMachine):
         the error: expected (a fault or crash was injected, or the job failed), and naming what it
         lost."""
         ACTING.process = self.process
-        start_errors = len(self.errors)
         try:
             fn()
             ok = True
@@ -235,8 +234,6 @@ class CommitModel(RuleBasedStateMachine):
                                      f"{type(error).__name__}: {error}")
             if isinstance(error, KafkaError) and not isinstance(error, KafkaTimeoutError):
                 self._check_names(str(error))
-        for record in self.errors[start_errors:]:
-            self._check_names(record.getMessage())
         return ok
 
     def _timeout_problem(self, error: BaseException) -> bool:
@@ -248,21 +245,21 @@ class CommitModel(RuleBasedStateMachine):
             self.problems.append(f"after the recovery in {where}: transactions still open: {open_ids}")
 
     def _check_names(self, message: str) -> None:
-        """An error about batch b that says rows are lost or appear twice names every transaction
-        of b's last prepared record that is committed; those are excused from the
-        exactly-once count."""
-        batches = set(re.findall(r"micro-batch (\S+?)[ :;,]", message))
-        for batch in batches:
+        """An error about batch b that says its rows are lost or appear twice must say "twice" and
+        name every transaction of b's last prepared record that is committed (the rerun writes
+        their rows again); those are excused from the exactly-once count."""
+        if "lost" not in message and "twice" not in message:
+            return
+        for batch in set(re.findall(r"micro-batch (\S+?)[ :;,]", message)):
             prepared = [r for r in self.cluster.appended if r.batch_id == batch and r.state == PREPARED]
-            if not prepared:
-                continue
-            committed = [t for t in prepared[-1].transactions if self._is_committed(t)]
-            if not committed or "twice" not in message and "lost" not in message:
-                continue
+            committed = [t for t in (prepared[-1].transactions if prepared else ())
+                         if self._is_committed(t)]
             for transaction in committed:
-                if not re.search(rf"\b{re.escape(transaction.transactional_id)}\b", message):
-                    self.problems.append(f"error about micro-batch {batch} does not name committed "
-                                         f"{transaction.transactional_id}: {message}")
+                if "twice" not in message or not re.search(
+                        rf"\b{re.escape(transaction.transactional_id)}\b", message):
+                    self.problems.append(f"error about micro-batch {batch} does not say that the "
+                                         f"rows of committed {transaction.transactional_id} "
+                                         f"appear twice: {message}")
                 self.excused.add((transaction.producer_id, transaction.producer_epoch))
 
     def _is_committed(self, transaction: ResumableTransaction) -> bool:
@@ -443,13 +440,10 @@ class CommitModel(RuleBasedStateMachine):
         self.zombie = None
         self.disturbed = True
         ACTING.process = process
-        start_errors = len(self.errors)
         try:
-            driver.commit_batch(batch, partitions, handed)
+            driver.commit_batch(batch, handed, partitions)
         except KafkaError as error:
             self._check_names(str(error))
-        for record in self.errors[start_errors:]:
-            self._check_names(record.getMessage())
 
     # --- invariants -------------------------------------------------------------------------------
 
@@ -506,12 +500,17 @@ class CommitModel(RuleBasedStateMachine):
 
 
 class _ListHandler(logging.Handler):
-    def __init__(self, records: list):
+    """Keeps the errors the sink logs, and checks each as it is logged (what it must name
+    depends on the log at that moment)."""
+
+    def __init__(self, records: list, check):
         super().__init__(logging.ERROR)
         self.records = records
+        self.check = check
 
     def emit(self, record: logging.LogRecord) -> None:
         self.records.append(record)
+        self.check(record.getMessage())
 
 
 @pytest.fixture
