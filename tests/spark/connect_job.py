@@ -1,14 +1,15 @@
 """KafkaSink over Spark Connect, run in its own process (``test_spark_connect.py``).
 
-``python -m tests.spark.connect_job BOOTSTRAP ARROW_TOPIC ROWS_TOPIC ROWS OUT`` from the
+``python -m tests.spark.connect_job BOOTSTRAP ARROW_TOPIC ROWS_TOPIC EOS_TOPIC ROWS OUT`` from the
 repository root, with ``session.SPARK_ENV`` and ``SPARK_CONF_DIR`` set (Spark Connect's local
 server reads its static settings, loopback included, from that directory's spark-defaults.conf:
 they cannot be changed once it runs). ``SparkSession.builder.remote("local[2]")`` starts a local
 Spark Connect server; the session it returns has no ``sparkContext``, so no accumulators.
 
-Writes ROWS rows with ``KafkaSink`` in arrow mode to ARROW_TOPIC and in rows mode to ROWS_TOPIC,
-and stores both sinks' ``last_metrics`` (and the session's type) in OUT as JSON; rows mode's
-error instead where this PySpark's Spark Connect cannot run it (before 4.0).
+Writes ROWS rows with ``KafkaSink`` in arrow mode to ARROW_TOPIC, in rows mode to ROWS_TOPIC and
+exactly once (arrow mode) to EOS_TOPIC, and stores the sinks' ``last_metrics`` (and the session's
+type) in OUT as JSON; rows mode's error instead where this PySpark's Spark Connect cannot run it
+(before 4.0), and the error of exactly-once rows mode (it needs ``df.rdd``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from spark_kafka_sink import KafkaSink
 from spark_kafka_sink.errors import ConfigError
 
 
-def main(bootstrap: str, arrow_topic: str, rows_topic: str, rows: int, out: str) -> None:
+def main(bootstrap: str, arrow_topic: str, rows_topic: str, eos_topic: str, rows: int,
+         out: str) -> None:
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.remote("local[2]").getOrCreate()
@@ -35,13 +37,25 @@ def main(bootstrap: str, arrow_topic: str, rows_topic: str, rows: int, out: str)
             rows_error = None
         except ConfigError as error:  # rows mode before PySpark 4.0: no foreachPartition on Connect
             rows_error = str(error)
+        exactly_once = {"kafka.bootstrap.servers": bootstrap, "topic": eos_topic,
+                        "delivery.guarantee": "exactly-once",
+                        "transactional.id.prefix": f"connect-{eos_topic}"}
+        eos = KafkaSink(**exactly_once)
+        eos.write(df)
+        eos.close()
+        try:
+            KafkaSink(**exactly_once, mode="rows").write(df)
+            eos_rows_error = None
+        except ConfigError as error:
+            eos_rows_error = str(error)
         with open(out, "w") as handle:
             json.dump({"session": type(spark).__module__, "arrow": arrow.last_metrics,
-                       "rows": plain.last_metrics, "rows_error": rows_error}, handle)
+                       "rows": plain.last_metrics, "rows_error": rows_error,
+                       "eos": eos.last_metrics, "eos_rows_error": eos_rows_error}, handle)
     finally:
         spark.stop()
 
 
 if __name__ == "__main__":
-    bootstrap_servers, first_topic, second_topic, row_count, out_path = sys.argv[1:]
-    main(bootstrap_servers, first_topic, second_topic, int(row_count), out_path)
+    bootstrap_servers, first_topic, second_topic, third_topic, row_count, out_path = sys.argv[1:]
+    main(bootstrap_servers, first_topic, second_topic, third_topic, int(row_count), out_path)

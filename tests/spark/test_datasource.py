@@ -206,3 +206,19 @@ def test_exactly_once_stream_and_save_commit_every_task_transaction(registered, 
     assert last.state == "committed" and last.batch_id.startswith("write-")
     assert last.transactions and all(t.transactional_id.startswith(f"{prefix}-")
                                      for t in last.transactions)
+
+
+def test_exactly_once_refuses_a_transaction_timeout_above_the_brokers_on_a_new_prefix(registered,
+                                                                                      kafka):
+    """``save()`` fails on the driver, before any task sends, when the brokers refuse
+    ``transaction.timeout.ms`` (their ``transaction.max.timeout.ms`` is 15 minutes), even on a
+    prefix with an empty commit log: recovery fences ``<prefix>-0`` at least."""
+    bootstrap, topic = kafka.bootstrap_servers, unique("eos-timeout")
+    create_topic(bootstrap, topic, 1)
+    df = registered.range(3).selectExpr("cast(id as string) as value")
+    with pytest.raises(Exception, match=r"transaction\.timeout\.ms \(1200000 ms\) is refused"):
+        (df.write.format(NAME).option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+         .option("delivery.guarantee", "exactly-once")
+         .option("transactional.id.prefix", unique("eos-timeout"))
+         .option("kafka.transaction.timeout.ms", "1200000").mode("append").save())
+    assert end_offsets(bootstrap, topic, 1) == {0: 0}

@@ -1,6 +1,8 @@
 """KafkaSink on Spark Connect (``remote("local[2]")``, in its own process): both modes write every
 row; arrow mode brings its metrics back as stats rows, where rows mode, without accumulators,
-has none. Before PySpark 4.0 (no ``foreachPartition`` on Spark Connect) rows mode is refused with
+has none. Exactly-once arrow mode writes every row once for a read_committed reader, its
+transactions committed by the driver; exactly-once rows mode (it needs ``df.rdd``) is refused
+naming arrow mode. Before PySpark 4.0 (no ``foreachPartition`` on Spark Connect) rows mode is refused with
 a clear error and arrow mode works."""
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from spark_kafka_sink.embedded.jars import default_cache_root
 from spark_kafka_sink.spark.compat import CONNECT_FOREACH_PARTITION_PYSPARK, pyspark_version
 
 from ..helpers import create_topic
-from ..verify import consume_all
+from ..verify import assert_no_open_transaction, consume_all
 from .session import CONF, SPARK_ENV, same_minor_versions
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -55,7 +57,7 @@ def server_versions() -> list[str | None]:
 
 def test_both_modes_write_and_arrow_mode_has_metrics(kafka, tmp_path):
     bootstrap = kafka.bootstrap_servers
-    topics = [f"connect-{mode}-{uuid.uuid4().hex[:8]}" for mode in ("arrow", "rows")]
+    topics = [f"connect-{mode}-{uuid.uuid4().hex[:8]}" for mode in ("arrow", "rows", "eos")]
     for topic in topics:
         create_topic(bootstrap, topic, 2)
     out = tmp_path / "metrics.json"
@@ -84,9 +86,13 @@ def test_both_modes_write_and_arrow_mode_has_metrics(kafka, tmp_path):
     assert result["session"] == "pyspark.sql.connect.session"
     assert result["arrow"]["record-send-total"] == ROWS and result["arrow"]["task-total"] == 2
     assert result["rows"] is None  # no accumulators on Spark Connect
+    assert result["eos"]["record-send-total"] == ROWS and result["eos"]["transaction-commit-total"] == 2
+    assert "in mode='rows' needs classic Spark" in result["eos_rows_error"]
+    assert "use mode='arrow'" in result["eos_rows_error"]
+    assert_no_open_transaction(bootstrap, topics[2], 2)
     if pyspark_version() < CONNECT_FOREACH_PARTITION_PYSPARK:  # rows mode is refused, clearly
         assert "mode='rows' on Spark Connect needs PySpark 4.0 or newer" in result["rows_error"], result
-        topics = topics[:1]
+        topics = [topics[0], topics[2]]
     else:
         assert result["rows_error"] is None, result
     for topic in topics:
