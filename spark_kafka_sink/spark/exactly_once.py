@@ -311,7 +311,8 @@ class ExactlyOnceDriver:
                 log.error("%s", self._give_up(last, committed, lost, recovering=True))
             else:
                 self._last = replace(last, state=COMMITTED)
-                changed = True
+                self._persist()                  # before any fence: a fence raises the epochs,
+                changed = True                   # and a repeated commit would then be refused
         elif last is not None and last.state == PREPARED:
             log.warning("KafkaSink: micro-batch %s started with %d partition(s) and its driver "
                         "stopped before its tasks handed over their transactions: not committed; "

@@ -527,3 +527,72 @@ def model_cluster(monkeypatch):
 @pytest.mark.timeout(0 if FUZZ else 120)
 def test_the_commit_protocol_keeps_its_invariants(model_cluster):
     run_state_machine_as_test(CommitModel, settings=PROFILE)
+
+
+INVARIANTS = [name for name, value in vars(CommitModel).items() if hasattr(value, "hypothesis_stateful_invariant")]
+
+
+def run_steps(start: dict, steps: list[tuple[str, dict]]) -> CommitModel:
+    """One sequence the model found, replayed with every invariant checked after each step (a
+    step whose precondition does not hold is left out, as the model would)."""
+    machine = CommitModel()
+    try:
+        machine.start(**start)
+        for name, arguments in steps:
+            rule_ = getattr(CommitModel, name)
+            if all(check(machine) for check in getattr(rule_, "hypothesis_stateful_preconditions", ())):
+                getattr(machine, name)(**arguments)      # else hypothesis would not run it here
+            for invariant_name in INVARIANTS:
+                getattr(machine, invariant_name)()
+    finally:
+        machine.teardown()
+    return machine
+
+
+BATCH = {"delay_ms": 0, "fail_job": False, "failures": {}, "partitions": 1}
+FB = {"flavour": "foreachBatch", "version": 1, "timeout_ok": True}
+DS = {**FB, "flavour": "datasource"}
+RESTART, NEW_PROCESS = ("restart_query", {"new_process": False}), ("restart_query", {"new_process": True})
+
+FOUND = {
+    # The Data Source's commit() timed out after a commit took effect; Spark's abort() then
+    # recorded the batch aborted, and the rerun wrote its rows again.
+    "a commit that timed out after committing is not recorded aborted by abort()": (DS, [
+        ("a_call_will_time_out", {"kind": "commit", "when": "after"}), ("run_batch", BATCH)]),
+    # A replay's commit() failed (its fence timed out); abort() recorded the committed batch aborted.
+    "a failed replay stays committed": (DS, [
+        ("run_batch", BATCH), ("driver_dies_before_spark_records_the_batch", {}), NEW_PROCESS,
+        ("a_call_will_time_out", {"kind": "fence", "when": "before"}), ("run_batch", BATCH)]),
+    # The Data Source fenced no id on a fresh log, so nothing checked transaction.timeout.ms.
+    "the data source checks transaction.timeout.ms before any task": (
+        {**DS, "timeout_ok": False}, [("run_batch", BATCH)]),
+    # A run crashed with 2 partitions before recording any; recovery fenced only <prefix>-0.
+    "ids above the recorded maximum are fenced": (FB, [
+        ("a_call_will_time_out", {"kind": "append", "when": "before"}),
+        ("run_batch", {**BATCH, "partitions": 2}), NEW_PROCESS, ("run_batch", BATCH)]),
+    # A commit timed out after taking effect; the same driver object ran the batch again without
+    # reading the log, and wrote its rows twice.
+    "the same driver recovers after a step that failed": (FB, [
+        ("a_call_will_time_out", {"kind": "commit", "when": "after"}), ("run_batch", BATCH),
+        RESTART, ("run_batch", BATCH)]),
+    # The driver died after recording the batch; the ids expired before the next one started:
+    # INVALID_PRODUCER_ID_MAPPING failed every recovery from then on.
+    "an expired id in a prepared batch does not wedge recovery": (FB, [
+        ("driver_will_be_killed", {"calls": 4, "when": "after"}), ("run_batch", BATCH),
+        ("time_passes", {"ms": EXPIRATION_MS + 1}), ("time_passes", {"ms": EXPIRATION_MS + 1}),
+        NEW_PROCESS, ("run_batch", BATCH)]),
+    # Recovery committed a prepared batch, fenced, then failed to record it committed; the next
+    # recovery's repeated commit was fenced by that fence, and the committed batch was declared
+    # lost ("every row once") and written again.
+    "a recovered commit is recorded before any fence": (FB, [
+        ("a_call_will_time_out", {"kind": "commit", "when": "before"}), ("run_batch", BATCH),
+        RESTART, ("a_call_will_time_out", {"kind": "append", "when": "before"}),
+        ("run_batch", BATCH), RESTART, ("run_batch", BATCH)]),
+}
+
+
+@pytest.mark.parametrize("name", [name for name, (start, _) in FOUND.items()
+                                  if start["flavour"] in FLAVOURS])
+def test_what_the_model_found(model_cluster, name):
+    start, steps = FOUND[name]
+    run_steps(start, steps)
