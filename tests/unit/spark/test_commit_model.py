@@ -539,8 +539,8 @@ def run_steps(start: dict, steps: list[tuple[str, dict]]) -> CommitModel:
     try:
         machine.start(**start)
         for name, arguments in steps:
-            rule_ = getattr(CommitModel, name)
-            if all(check(machine) for check in getattr(rule_, "hypothesis_stateful_preconditions", ())):
+            rule_ = getattr(CommitModel, name).hypothesis_stateful_rule
+            if all(check(machine) for check in rule_.preconditions):
                 getattr(machine, name)(**arguments)      # else hypothesis would not run it here
             for invariant_name in INVARIANTS:
                 getattr(machine, invariant_name)()
