@@ -31,6 +31,8 @@ from spark_kafka_sink.errors import (
     KafkaTimeoutError, ProducerFencedError,
 )
 from spark_kafka_sink.producer.resumable import ResumableTransaction
+from spark_kafka_sink.errors import KafkaError
+from spark_kafka_sink.spark import commit_log as commit_log_module
 from spark_kafka_sink.spark import exactly_once
 from spark_kafka_sink.spark.commit_log import BatchRecord
 from spark_kafka_sink.structs import TopicPartition
@@ -54,6 +56,11 @@ class _FencedId:
 
 
 FencedId = getattr(exactly_once, "FencedId", _FencedId)
+DriverFencedError = getattr(commit_log_module, "DriverFencedError", None)
+FENCING_LOG = DriverFencedError is not None
+"""Whether the commit log has one fencing writer per query (a transactional producer whose
+initialization, before each read of the log, fences every older driver's writer)."""
+WRITER_TIMEOUT_MS = 30_000
 
 
 class DriverKilled(BaseException):
@@ -267,12 +274,17 @@ class Process:
 
 
 class MemoryCommitLog:
-    """The ``CommitLog`` interface over the cluster's commit-log topic, for one process."""
+    """The ``CommitLog`` interface over the cluster's commit-log topic, for one driver. Where the
+    real log fences (``FENCING_LOG``), so does this one: ``latest()`` first initializes this
+    driver's writer (``<prefix>-commit-log``: InitProducerId, fencing older drivers' writers), and
+    an append by a fenced writer raises ``DriverFencedError``, writing nothing."""
 
     def __init__(self, process: Process, prefix: str, topic: str):
         self.process = process
         self.prefix = prefix
         self.topic = topic
+        self.writer_id = prefix + "-commit-log"
+        self._writer = None
 
     def ensure_topic(self) -> None:
         self.process.call("ensure_topic", lambda: None)
@@ -282,12 +294,39 @@ class MemoryCommitLog:
             key = self.prefix.encode()
             values = [value for k, value in self.process.cluster.commit_log if k == key]
             return BatchRecord.from_json(values[-1]) if values else None
+        if FENCING_LOG and self._writer is None:
+            self._writer = self.process.call("init_writer", self._init_writer)
         return self.process.call("latest", read)
 
     def append(self, record: BatchRecord) -> None:
         if record.prefix != self.prefix:
             raise ValueError(f"record of prefix {record.prefix!r} in the log of {self.prefix!r}")
-        self.process.call("append", lambda: self.process.cluster.log_append(self.prefix.encode(), record))
+        cluster = self.process.cluster
+        if not FENCING_LOG:
+            self.process.call("append", lambda: cluster.log_append(self.prefix.encode(), record))
+            return
+
+        def write():
+            writer = self._writer or self._init_writer()
+            self._writer = writer
+            cluster.tick()
+            meta = cluster.txns.get(self.writer_id)
+            if meta is None or meta.producer_id != writer.producer_id:
+                raise KafkaError(f"commit log writer {self.writer_id!r}: INVALID_PRODUCER_ID_MAPPING")
+            if meta.epoch != writer.producer_epoch:
+                raise DriverFencedError(f"commit log {self.topic!r}: another driver took over; "
+                                        f"{record} was not recorded")
+            meta.updated_ms = cluster.now_ms
+            cluster.log_append(self.prefix.encode(), record)
+        try:
+            self.process.call("append", write)
+        except BaseException:
+            self._writer = None                  # the next append starts over
+            raise
+
+    def _init_writer(self):
+        return self.process.cluster.init_producer_id(
+            self.writer_id, min(WRITER_TIMEOUT_MS, self.process.transaction_timeout_ms))
 
     def close(self) -> None:
         pass
