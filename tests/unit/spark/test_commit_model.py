@@ -109,15 +109,15 @@ class ModelDriver(ExactlyOnceDriver):
 
     recovered = staticmethod(lambda where: None)
 
-    def begin_batch(self, batch_id, partitions):
+    def begin_batch(self, batch_id, *args, **kwargs):
         before = len(ACTING.process.calls)
-        start = super().begin_batch(batch_id, partitions)
+        start = super().begin_batch(batch_id, *args, **kwargs)
         if "latest" in ACTING.process.calls[before:]:
             ModelDriver.recovered(f"begin_batch({batch_id!r})")
         return start
 
-    def prepare_query(self):
-        start = super().prepare_query()
+    def prepare_query(self, *args, **kwargs):
+        start = super().prepare_query(*args, **kwargs)
         ModelDriver.recovered("prepare_query()")
         return start
 
