@@ -64,7 +64,9 @@ TXN_TIMEOUT_MS = 60_000
 MAX_TIMEOUT_MS = 900_000
 EXPIRATION_MS = 3_600_000
 SEAM = "transactions" in inspect.signature(ExactlyOnceDriver.__init__).parameters
-FLAVOURS = ("foreachBatch", "datasource") if datasource is not None else ("foreachBatch",)
+FLAVOURS = ("foreachBatch-arrow", "foreachBatch-rows") + (("datasource",) if datasource is not None else ())
+"""How Spark calls the driver: ``KafkaSink`` in ``foreachBatch`` (arrow mode: the partition count is
+known after the job; rows mode: before it), or the Data Source's ``commit`` / ``abort``."""
 
 PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink]  # no explain:
 # it traces every line of every shrunk run, minutes for a failure found here
@@ -137,14 +139,19 @@ def _fence_transactional_ids(ids, config, timeout=None, **_):
 
 
 class _Frame:
-    """The DataFrame ``KafkaSink._write_exactly_once`` sees: its partition count, and a job."""
+    """The DataFrame ``KafkaSink._write_exactly_once`` sees: its partition count, and the job
+    (``job()``: the tasks' transactions), as ``rdd.mapPartitions`` (rows mode) or ``mapInArrow``
+    of the sink's frame (arrow mode) runs it."""
 
     def __init__(self, partitions: int, job):
         conf = SimpleNamespace(get=lambda key, default=None: default)
         self.sparkSession = SimpleNamespace(sparkContext=SimpleNamespace(
             getConf=lambda: conf, getLocalProperty=lambda key: QUERY_ID))
-        self.rdd = SimpleNamespace(getNumPartitions=lambda: partitions,
-                                   mapPartitions=lambda fn: SimpleNamespace(collect=job))
+        self.rdd = SimpleNamespace(getNumPartitions=lambda: partitions, mapPartitions=lambda fn: (
+            SimpleNamespace(collect=lambda: [SimpleNamespace(metrics=SinkTaskMetrics(), transaction=t)
+                                             for t in job()])))
+        self.arrow = SimpleNamespace(mapInArrow=lambda writer, schema: SimpleNamespace(
+            collect=lambda: [{"partition_id": p, "transaction": t} for p, t in enumerate(job())]))
 
 
 class CommitModel(RuleBasedStateMachine):
@@ -173,10 +180,11 @@ class CommitModel(RuleBasedStateMachine):
         self.flavour = flavour
         self.version = version
         self.timeout_ms = TXN_TIMEOUT_MS if timeout_ok else MAX_TIMEOUT_MS + 1
-        self.config = SinkConfig.from_options({
+        self.options = {
             "kafka.bootstrap.servers": "127.0.0.1:9092", "delivery.guarantee": "exactly-once",
-            "transactional.id.prefix": PREFIX, "mode": "rows",
-            "kafka.transaction.timeout.ms": str(self.timeout_ms)})
+            "transactional.id.prefix": PREFIX, "mode": "arrow" if flavour.endswith("arrow") else "rows",
+            "kafka.transaction.timeout.ms": str(self.timeout_ms)}
+        self.config = SinkConfig.from_options(self.options)
         self.cluster = Cluster(max_timeout_ms=MAX_TIMEOUT_MS, expiration_ms=EXPIRATION_MS)
         self.processes = 0
         self.runs: list[Run] = []
@@ -197,10 +205,7 @@ class CommitModel(RuleBasedStateMachine):
         self.processes += 1
         self.process = Process(self.cluster, f"driver-{self.processes}",
                                transaction_timeout_ms=self.timeout_ms)
-        self.sink = KafkaSink({"kafka.bootstrap.servers": "127.0.0.1:9092",
-                               "delivery.guarantee": "exactly-once",
-                               "transactional.id.prefix": PREFIX, "mode": "rows",
-                               "kafka.transaction.timeout.ms": str(self.timeout_ms)})
+        self.sink = KafkaSink(self.options)
 
     def _armed(self) -> bool:
         return self.process.crash_in is not None or bool(self.process.faults)
@@ -304,13 +309,13 @@ class CommitModel(RuleBasedStateMachine):
                    delay_ms: int) -> bool:
         self.runs.append(run := Run(len(self.runs), batch, []))
         expected = self._armed() or delay_ms > TXN_TIMEOUT_MS
-        if self.flavour == "foreachBatch":
+        if self.flavour.startswith("foreachBatch"):
             def job():
                 handed = self._tasks(run, partitions, dict(failures), fail_job)
                 if any(t is None for t in handed):
                     raise JobFailed(f"micro-batch {batch}: a task failed 2 times")
                 self.cluster.advance(delay_ms)
-                return [SimpleNamespace(metrics=SinkTaskMetrics(), transaction=t) for t in handed]
+                return handed
 
             ok = self._call(lambda: self.sink._write_exactly_once(_Frame(partitions, job), None,
                                                                  int(batch)),
@@ -413,7 +418,8 @@ class CommitModel(RuleBasedStateMachine):
     def the_log_is_compacted(self):
         self.cluster.compact()
 
-    @precondition(lambda self: FENCING_LOG and self.flavour == "foreachBatch" and self.running
+    @precondition(lambda self: FENCING_LOG and self.flavour.startswith("foreachBatch")
+                  and self.running
                   and not self.process.killed and self.zombie is None and not self._armed())
     @rule(partitions=st.integers(1, 4))
     def the_driver_is_cut_off_mid_batch(self, partitions):
@@ -425,7 +431,8 @@ class CommitModel(RuleBasedStateMachine):
         try:
             driver = self.sink._exactly_once or make_driver(self.config)
             self.sink._exactly_once = driver
-            if driver.begin_batch(batch, partitions).replay:
+            known = None if self.flavour.endswith("arrow") else partitions
+            if driver.begin_batch(batch, known).replay:
                 return
         except KafkaError:
             return
@@ -515,15 +522,24 @@ class _ListHandler(logging.Handler):
         self.check(record.getMessage())
 
 
-@pytest.fixture
-def model_cluster(monkeypatch):
+def install(monkeypatch) -> None:
+    """Spark's side of the sink and the driver's I/O, replaced by the model's."""
     monkeypatch.setattr(sink_module, "ExactlyOnceDriver", make_driver)
     monkeypatch.setattr(sink_module, "PartitionWriter", lambda *args, **kwargs: None)
+    monkeypatch.setattr(sink_module, "ArrowWriter", lambda *args, **kwargs: None)
+    monkeypatch.setattr(sink_module, "sink_frame", lambda df, write_schema: df.arrow)
+    monkeypatch.setattr(sink_module, "merge_stats", lambda rows: SinkTaskMetrics())
+    monkeypatch.setattr(sink_module, "stats_transactions", lambda rows: [r["transaction"] for r in rows])
     if datasource is not None:
         monkeypatch.setattr(datasource, "ExactlyOnceDriver", make_driver)
     if not SEAM:
         monkeypatch.setattr(exactly_once, "commit_resumable", _commit_resumable)
         monkeypatch.setattr(exactly_once, "fence_transactional_ids", _fence_transactional_ids)
+
+
+@pytest.fixture
+def model_cluster(monkeypatch):
+    install(monkeypatch)
 
 
 @pytest.mark.timeout(0 if FUZZ else 120)
@@ -552,7 +568,7 @@ def run_steps(start: dict, steps: list[tuple[str, dict]]) -> CommitModel:
 
 
 BATCH = {"delay_ms": 0, "fail_job": False, "failures": {}, "partitions": 1}
-FB = {"flavour": "foreachBatch", "version": 1, "timeout_ok": True}
+FB = {"flavour": "foreachBatch-rows", "version": 1, "timeout_ok": True}
 DS = {**FB, "flavour": "datasource"}
 RESTART, NEW_PROCESS = ("restart_query", {"new_process": False}), ("restart_query", {"new_process": True})
 
