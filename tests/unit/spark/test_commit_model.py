@@ -192,6 +192,7 @@ class CommitModel(RuleBasedStateMachine):
         self.completed: set[str] = set()      # batch ids Spark saw succeed
         self.excused: set[tuple[int, int]] = set()   # (producer id, epoch) an error said appear twice
         self.aborted_runs: list[Run] = []
+        self.late_runs: list[Run] = []
         self.zombie: tuple | None = None
         self.disturbed = False                # a stale driver acted: errors are not unexpected
         self.last_step_succeeded = False
@@ -379,6 +380,23 @@ class CommitModel(RuleBasedStateMachine):
         tell from new data (the driver writes it again)."""
         self.last_step_succeeded = self._run_batch(str(self.next_batch - 1), partitions, {}, False, 0)
 
+    @precondition(lambda self: self.runs)
+    @rule(partition=st.integers(0, 5))
+    def a_lost_task_writes_late(self, partition):
+        """A task of an earlier job that Spark gave up on (a lost executor, a cancelled task not
+        yet killed) initializes its producer and writes after the driver moved on: its
+        transaction must never be committed (the next task with that id, or recovery, fences it;
+        or the coordinator aborts it after transaction.timeout.ms)."""
+        run = Run(len(self.runs), self.runs[-1].batch, [])
+        self.runs.append(run)
+        self.late_runs.append(run)
+        tid = self.config.transactional_id(partition)
+        try:
+            fenced = self.cluster.init_producer_id(tid, self.timeout_ms)
+        except KafkaError:
+            return
+        self.cluster.write(tid, fenced.producer_id, fenced.producer_epoch, rows_of(run.batch), run.number)
+
     @precondition(lambda self: not self.running or self.process.killed)
     @rule(new_process=st.booleans())
     def restart_query(self, new_process):
@@ -493,6 +511,14 @@ class CommitModel(RuleBasedStateMachine):
                 f"run {run.number} of micro-batch {run.batch} was aborted, but {sorted(committed)} "
                 f"committed, and the log says {ours[-1].state if ours else 'nothing'} "
                 f"(last record: {last and (last.batch_id, last.state)}): a rerun writes them again")
+
+    @invariant()
+    def a_late_task_never_commits(self):
+        if self.cluster is None:
+            return
+        late = {run.number for run in self.late_runs}
+        committed = [r for r in self.cluster.records if r.run in late and r.status == "committed"]
+        assert not committed, f"a task that wrote after its job was given up on committed {committed[0]}"
 
     @invariant()
     def a_batch_is_never_recorded_aborted_after_committed(self):
