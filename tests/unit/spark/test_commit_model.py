@@ -1,27 +1,32 @@
 """A model-based (stateful property) test of the exactly-once commit protocol: hypothesis drives
 the real ``ExactlyOnceDriver`` and commit-log records, called as Spark calls them (``KafkaSink``'s
-``foreachBatch`` write, or the Data Source's ``commit`` / ``abort`` on a fresh driver each), over
-in-memory transactional brokers (``txn_cluster.py``: a coordinator per transactional id with
-epochs, timeouts and id expiry; data partitions read at ``read_committed``; a compacted
-commit-log topic). Tasks write their Spark partition in a transaction, flush and hand it back;
-they fail and retry. The driver is killed before or after any call it makes to the cluster (a
-new driver then starts from the log), its commit-log writes and commits time out, the same driver
-object is restarted after a failed write, Spark replays the last batch, a
-job fails after some tasks handed back their transactions, a driver cut off from Spark wakes up
-later and finishes its batch (a stale second driver), and time jumps past
-``transaction.timeout.ms`` and ``transactional.id.expiration.ms``. After every step:
+``foreachBatch`` write in arrow and rows mode, or the Data Source's ``commit`` / ``abort`` on a
+fresh driver each), through its ``TransactionOps`` and commit-log seams over in-memory
+transactional brokers (``txn_cluster.py``: a coordinator per transactional id with epochs,
+timeouts and id expiry; data partitions read at ``read_committed``; a compacted commit-log topic).
+Tasks write their Spark partition in a transaction, flush and hand it back; they fail and retry,
+and a lost one writes after its job was given up on. The driver is killed before or after any
+call it makes to the cluster (a new driver then starts from the log), its commit-log writes,
+reads, fences and commits time out, the same driver object is restarted after a failed step,
+Spark replays the batch that just succeeded, a job fails after some tasks handed back their
+transactions, and time jumps past ``transaction.timeout.ms`` and
+``transactional.id.expiration.ms``. Where the commit log fences older drivers' writers, a driver
+cut off from Spark wakes up later and finishes its batch (a stale second driver). After every
+step:
 
 - each row of a batch Spark saw succeed is visible once at ``read_committed``; no row is visible
-  twice unless an error named the transaction whose rows appear twice;
+  twice unless an error said that the rows of its transaction appear twice;
 - a run whose abort returned left nothing open, and committed nothing the log would let a rerun
-  write again;
-- recovery leaves no transaction of the prefix open;
+  write again; a lost task's late transaction never commits;
+- recovery leaves no transaction of the prefix open, and a ``transaction.timeout.ms`` above the
+  brokers' maximum is refused before any task runs;
 - a batch is never recorded ``aborted`` after ``committed``;
-- an error that says rows were lost or written twice names the batch and every transaction
-  committed so far; with no fault injected, nothing fails at all.
+- an error that says rows were lost or appear twice names every transaction of the batch that is
+  committed; with no fault injected, nothing fails at all.
 
-Profiles: ``make test`` runs ``ci`` (a few seconds); ``make fuzz`` sets ``SKS_FUZZ=1`` for
-``fuzz``. A failure prints the shortest sequence of steps that shows it.
+Profiles: ``make test`` runs ``commit-ci`` (a few seconds); ``make fuzz`` sets ``SKS_FUZZ=1`` for
+``commit-fuzz``. A failure prints the shortest sequence of steps that shows it: add it to
+``FOUND`` (replayed by ``test_what_the_model_found``).
 """
 
 from __future__ import annotations
