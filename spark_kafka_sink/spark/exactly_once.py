@@ -60,9 +60,11 @@ some were committed already, their rows are written again by the rerun (the erro
 one case where a row can appear twice). A transaction whose id the coordinator forgot (the driver
 stayed down longer than ``transactional.id.expiration.ms`` between the record and the commits:
 INVALID_PRODUCER_ID_MAPPING) is lost the same way, except that whether the stopped driver had
-committed it is unknown: the error names the transactions whose rows appear twice if it had. A
-commit that cannot reach the cluster in time raises and leaves the batch recorded ``prepared``:
-the next recovery finishes it.
+committed it is unknown: the error names the transactions whose rows appear twice if it had. So
+is a recovered transaction whose epoch was fenced (PRODUCER_FENCED: a lost attempt of a task
+initialized its id after the stopped driver's commit, or the coordinator aborted it): EndTxn
+answers the same whether or not that driver had committed it. A commit that cannot reach the
+cluster in time raises and leaves the batch recorded ``prepared``: the next recovery finishes it.
 """
 
 from __future__ import annotations
@@ -398,15 +400,17 @@ class ExactlyOnceDriver:
         rest = [t.transactional_id for t in record.transactions
                 if t is not first and t not in committed]
         self._ops.fence(rest)
-        if isinstance(why, InvalidProducerIdMappingError) and recovering:
+        if recovering and isinstance(why, (InvalidProducerIdMappingError, ProducerFencedError)):
             doubt = ", ".join([first.transactional_id, *rest])
-            outcome = (f"its id had expired (unused for longer than the brokers' "
-                       "transactional.id.expiration.ms: the driver stayed down that long), so "
-                       "whether the driver that stopped had committed it is unknown. When the "
-                       "query restarts Spark writes the batch again: the rows of "
-                       f"{doubt} appear twice if that driver had committed them before it "
-                       "stopped; otherwise the coordinator had aborted them after "
-                       "transaction.timeout.ms and the rerun writes them once")
+            cause = ("its id had expired (unused for longer than the brokers' "
+                     "transactional.id.expiration.ms: the driver stayed down that long)"
+                     if isinstance(why, InvalidProducerIdMappingError) else
+                     "its epoch was fenced (a producer with that id initialized since: a lost "
+                     "attempt of a task, or the coordinator after transaction.timeout.ms)")
+            outcome = (f"{cause}, so whether the driver that stopped had committed it is "
+                       "unknown. When the query restarts Spark writes the batch again: the rows "
+                       f"of {doubt} appear twice if that driver had committed them before it "
+                       "stopped; otherwise they were aborted and the rerun writes them once")
             if committed:
                 outcome += (f"; the rows of {', '.join(t.transactional_id for t in committed)} "
                             "(committed) appear twice")
