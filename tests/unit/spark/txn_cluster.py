@@ -27,14 +27,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from spark_kafka_sink.errors import (
-    InvalidProducerIdMappingError, InvalidTransactionTimeoutError, InvalidTxnStateError,
+    InvalidProducerIdMappingError, InvalidTransactionTimeoutError, InvalidTxnStateError, KafkaError,
     KafkaTimeoutError, ProducerFencedError,
 )
 from spark_kafka_sink.producer.resumable import ResumableTransaction
-from spark_kafka_sink.errors import KafkaError
 from spark_kafka_sink.spark import commit_log as commit_log_module
-from spark_kafka_sink.spark import exactly_once
 from spark_kafka_sink.spark.commit_log import BatchRecord
+from spark_kafka_sink.spark.exactly_once import FencedId
 from spark_kafka_sink.structs import TopicPartition
 
 EMPTY, ONGOING, COMPLETE_COMMIT, COMPLETE_ABORT = "Empty", "Ongoing", "CompleteCommit", "CompleteAbort"
@@ -42,20 +41,6 @@ DATA_TOPIC = "t"
 DATA_PARTITIONS = 3
 
 
-@dataclass(frozen=True)
-class _FencedId:
-    """What one InitProducerId of a fence gave (the driver's ``FencedId`` once it has one)."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-
-    @property
-    def fresh(self) -> bool:
-        return self.producer_epoch == 0
-
-
-FencedId = getattr(exactly_once, "FencedId", _FencedId)
 DriverFencedError = getattr(commit_log_module, "DriverFencedError", None)
 FENCING_LOG = DriverFencedError is not None
 """Whether the commit log has one fencing writer per query (a transactional producer whose
