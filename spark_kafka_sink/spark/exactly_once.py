@@ -422,10 +422,15 @@ class ExactlyOnceDriver:
             outcome = (f"{len(committed)} of its transactions were committed already ({names}) "
                        f"and the other {len(rest)} aborted; when the query restarts Spark writes "
                        "the batch again, and the rows of the committed ones appear twice")
+        message = (f"KafkaSink: micro-batch {record.batch_id} could not be committed: the "
+                   f"transaction of {first.transactional_id!r} was lost ({why}); {outcome}")
         self._last = replace(record, state=ABORTED)
-        self._persist()
-        error = KafkaError(f"KafkaSink: micro-batch {record.batch_id} could not be committed: the "
-                           f"transaction of {first.transactional_id!r} was lost ({why}); {outcome}")
+        try:
+            self._persist()
+        except Exception as failure:  # noqa: BLE001 - the loss must still be said
+            raise KafkaError(f"{message}. Recording the batch aborted in {self._log.topic!r} did "
+                             f"not complete either ({failure!r})") from failure
+        error = KafkaError(message)
         error.__cause__ = why
         return error
 
