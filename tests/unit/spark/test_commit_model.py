@@ -630,6 +630,14 @@ FOUND = {
     "a recovered commit refused as fenced is named as possibly twice": (FB, [
         ("driver_will_be_killed", {"calls": 7, "when": "after"}), ("run_batch", BATCH),
         ("a_lost_task_writes_late", {"partition": 0}), NEW_PROCESS, ("run_batch", BATCH)]),
+    # Recovery committed q-0, found q-1 fenced, and recording the batch aborted timed out after
+    # the write: the error saying q-0's rows appear twice was never raised, only the timeout.
+    "a lost transaction is said when recording the batch aborted fails": (
+        {**FB, "flavour": "foreachBatch-arrow"}, [
+            ("a_call_will_time_out", {"kind": "commit", "when": "before"}),
+            ("run_batch", {**BATCH, "partitions": 2}), ("a_lost_task_writes_late", {"partition": 1}),
+            RESTART, ("a_call_will_time_out", {"kind": "append", "when": "after"}),
+            ("run_batch", BATCH), RESTART, ("run_batch", BATCH)]),
 }
 
 
