@@ -310,7 +310,7 @@ class ExactlyOnceDriver:
             committed, lost = self._commit_all(last)
             recovered = len(committed)
             if lost:
-                log.error("%s", self._give_up(last, committed, lost, recovering=True))
+                self._give_up(last, committed, lost, recovering=True)     # logged there
             else:
                 self._last = replace(last, state=COMMITTED)
                 self._persist()                  # before any fence: a fence raises the epochs,
@@ -393,8 +393,9 @@ class ExactlyOnceDriver:
     def _give_up(self, record: BatchRecord, committed: list[ResumableTransaction],
                  lost: list[tuple[ResumableTransaction, KafkaError]], *,
                  recovering: bool) -> KafkaError:
-        """A transaction of ``record`` was lost: abort what can still be aborted, record the
-        batch aborted (so it runs again), and return the error that says what happened.
+        """A transaction of ``record`` was lost: abort what can still be aborted, log the error
+        that says what happened, record the batch aborted (so it runs again), and return the
+        error.
         ``recovering``: an earlier driver may have committed some of them before it stopped."""
         first, why = lost[0]
         rest = [t.transactional_id for t in record.transactions
@@ -424,7 +425,8 @@ class ExactlyOnceDriver:
                        "the batch again, and the rows of the committed ones appear twice")
         message = (f"KafkaSink: micro-batch {record.batch_id} could not be committed: the "
                    f"transaction of {first.transactional_id!r} was lost ({why}); {outcome}")
-        self._last = replace(record, state=ABORTED)
+        log.error("%s", message)                 # before the record: once it says aborted, no
+        self._last = replace(record, state=ABORTED)      # later driver can tell what was lost
         try:
             self._persist()
         except Exception as failure:  # noqa: BLE001 - the loss must still be said
