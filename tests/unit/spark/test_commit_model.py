@@ -638,6 +638,15 @@ FOUND = {
             ("run_batch", {**BATCH, "partitions": 2}), ("a_lost_task_writes_late", {"partition": 1}),
             RESTART, ("a_call_will_time_out", {"kind": "append", "when": "after"}),
             ("run_batch", BATCH), RESTART, ("run_batch", BATCH)]),
+    # Recovery found q-0 fenced (a lost task attempt re-initialized it after the stopped driver's
+    # commit) and was killed right after recording the batch aborted: nothing said that q-0's
+    # rows may appear twice, and the next driver reran the batch and wrote them again.
+    "the loss is said before the batch is recorded aborted": (
+        {**FB, "flavour": "foreachBatch-arrow"}, [
+            ("driver_will_be_killed", {"calls": 6, "when": "after"}),
+            ("run_batch", {**BATCH, "partitions": 2}), ("a_lost_task_writes_late", {"partition": 0}),
+            NEW_PROCESS, ("driver_will_be_killed", {"calls": 5, "when": "after"}),
+            ("run_batch", BATCH), NEW_PROCESS, ("run_batch", BATCH)]),
 }
 
 
