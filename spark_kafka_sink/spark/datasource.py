@@ -343,11 +343,18 @@ def _in_spark_worker() -> bool:
     return (_spark_worker_module() or "").startswith("pyspark.")
 
 
+_DAEMON = "pyspark.daemon"
+
+
 def _spark_worker_module() -> str | None:
-    """The module a PySpark worker runs as ``__main__``, or None outside one."""
+    """The module a PySpark worker runs, or None outside one: ``__main__``'s, or, in a worker
+    forked by PySpark's daemon (``__main__`` is ``pyspark.daemon``; Spark 4.3 starts its planning
+    and commit workers so), the worker module the daemon was started for (its first argument)."""
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     name = getattr(spec, "name", None) if spec else None
+    if name == _DAEMON and len(sys.argv) > 1 and sys.argv[1].startswith("pyspark."):
+        return sys.argv[1]
     return name if name and name.startswith("pyspark.") else None
 
 

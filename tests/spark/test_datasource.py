@@ -216,9 +216,10 @@ def test_exactly_once_refuses_a_transaction_timeout_above_the_brokers_on_a_new_p
     bootstrap, topic = kafka.bootstrap_servers, unique("eos-timeout")
     create_topic(bootstrap, topic, 1)
     df = registered.range(3).selectExpr("cast(id as string) as value")
-    with pytest.raises(Exception, match=r"transaction\.timeout\.ms \(1200000 ms\) is refused"):
+    with pytest.raises(Exception, match=r"transaction\.timeout\.ms \(1200000 ms\) is refused") as info:
         (df.write.format(NAME).option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
          .option("delivery.guarantee", "exactly-once")
          .option("transactional.id.prefix", unique("eos-timeout"))
          .option("kafka.transaction.timeout.ms", "1200000").mode("append").save())
+    assert "Writing job failed" not in str(info.value), "refused by the tasks, not on the driver"
     assert end_offsets(bootstrap, topic, 1) == {0: 0}

@@ -216,3 +216,41 @@ def test_driver_log_defers_to_a_root_handler_in_a_spark_worker(monkeypatch):
 def _config_and_schema():
     writer = source(topic="t").writer(SCHEMA, False)
     return writer.config, writer.write_schema
+
+
+@pytest.mark.parametrize(("argv", "recovers"), [
+    (["daemon.py", "pyspark.sql.worker.write_into_data_source"], True),
+    (["daemon.py", "pyspark.sql.worker.commit_data_source_write"], False),
+    (["daemon.py", "pyspark.sql.worker.python_streaming_sink_runner"], False),
+])
+def test_exactly_once_recovery_runs_in_the_planning_worker_forked_by_the_daemon(monkeypatch, argv,
+                                                                                recovers):
+    """Spark 4.3 starts its planning and commit workers through ``pyspark.daemon``: the worker
+    module is the daemon's argument, and recovery runs in the planning one only."""
+    import sys
+    import types
+
+    from spark_kafka_sink.spark.options import SinkConfig
+
+    calls = []
+
+    class Driver:
+        def __init__(self, config):
+            calls.append("new")
+
+        def prepare_query(self):
+            calls.append("prepare_query")
+
+        def close(self):
+            calls.append("close")
+
+    main = types.ModuleType("__main__")
+    main.__spec__ = types.SimpleNamespace(name="pyspark.daemon")
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(datasource, "ExactlyOnceDriver", Driver)
+    assert datasource._spark_worker_module() == argv[1]
+    datasource._recover_at_planning(SinkConfig.from_options({
+        "kafka.bootstrap.servers": "127.0.0.1:9092", "delivery.guarantee": "exactly-once",
+        "transactional.id.prefix": "q"}))
+    assert calls == (["new", "prepare_query", "close"] if recovers else [])
