@@ -27,8 +27,8 @@ accumulators) arrow mode collects metrics as everywhere; rows mode writes but co
 ``last_metrics`` stays ``None``.
 
 Exactly-once (``delivery.guarantee=exactly-once``, :mod:`~spark_kafka_sink.spark.exactly_once`):
-before the job, the driver recovers (first batch of the process), and skips a batch id its commit
-log shows committed (a replay); each task writes in its own transaction and hands it back (arrow:
+before the job, the driver recovers (first batch of the process, and the first after a batch whose
+outcome it could not record), and skips a batch id its commit log shows committed (a replay); each task writes in its own transaction and hands it back (arrow:
 in its stats row; rows: ``rdd.mapPartitions`` returns each task's stats); the driver then commits
 them all, or, when the job failed, aborts them all. ``spark.speculation=true`` is refused: a
 speculative twin of a task would fence the attempt Spark keeps. The metrics gain

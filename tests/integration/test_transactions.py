@@ -258,8 +258,9 @@ def test_fencing_ids_aborts_their_open_transactions_and_fences_their_producers(b
         fenced = fence_transactional_ids([f"{prefix}-{p}" for p in range(4)],
                                          {"bootstrap.servers": bootstrap}, timeout=60)
         assert [f.transactional_id for f in fenced] == [f"{prefix}-{p}" for p in range(4)]
-        # a used id's epoch rises (init 0, fence 1); the coordinator gives a new one epoch 0
-        assert [(f.producer_epoch, f.fresh) for f in fenced] == [(1, False)] * 3 + [(0, True)]
+        # the coordinator gives a new id epoch 0 (fresh); a used one's epoch rises (init 0, then
+        # the fence: one bump to abort its open transaction, one more for the new producer)
+        assert [(f.producer_epoch, f.fresh) for f in fenced] == [(2, False)] * 3 + [(0, True)]
         assert fence_transactional_ids([f"{prefix}-3"], {"bootstrap.servers": bootstrap},
                                        timeout=60)[0].producer_epoch == 1
         for producer in producers:
