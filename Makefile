@@ -62,12 +62,14 @@ $(COMPAT)/pyspark-%/.installed: compat/pyspark-%.txt setup.cfg pyproject.toml
 compat-%: $(COMPAT)/pyspark-%/.installed
 	$(COMPAT)/pyspark-$*/bin/python -m pytest -m "not newest" $(COMPAT_TESTS) $(PYTEST_ARGS)
 
-# The model-based test of the producer core with its long profile (thousands of runs, longer
-# ones; `make test` runs a bounded profile). Repeat it for longer hunts, e.g. FUZZ_ROUNDS=10.
+# The model-based tests (the producer core; the exactly-once commit protocol) with their long
+# profiles (thousands of runs, longer ones; `make test` runs bounded profiles). Repeat them for
+# longer hunts, e.g. FUZZ_ROUNDS=10.
 FUZZ_ROUNDS ?= 1
+FUZZ_TESTS ?= tests/unit/producer/test_producer_model.py tests/unit/spark/test_commit_model.py
 fuzz: install
 	for round in $$(seq $(FUZZ_ROUNDS)); do \
-	  SKS_FUZZ=1 $(BIN)/python -m pytest tests/unit/producer/test_producer_model.py -p no:cacheprovider -q \
+	  SKS_FUZZ=1 $(BIN)/python -m pytest $(FUZZ_TESTS) -p no:cacheprovider -q \
 	    $(PYTEST_ARGS) || exit 1; done
 
 # A single-node Apache Kafka on loopback until Ctrl-C (use --nodes 3 via ARGS for a cluster).

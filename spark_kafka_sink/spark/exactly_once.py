@@ -60,9 +60,11 @@ some were committed already, their rows are written again by the rerun (the erro
 one case where a row can appear twice). A transaction whose id the coordinator forgot (the driver
 stayed down longer than ``transactional.id.expiration.ms`` between the record and the commits:
 INVALID_PRODUCER_ID_MAPPING) is lost the same way, except that whether the stopped driver had
-committed it is unknown: the error names the transactions whose rows appear twice if it had. A
-commit that cannot reach the cluster in time raises and leaves the batch recorded ``prepared``:
-the next recovery finishes it.
+committed it is unknown: the error names the transactions whose rows appear twice if it had. So
+is a recovered transaction whose epoch was fenced (PRODUCER_FENCED: a lost attempt of a task
+initialized its id after the stopped driver's commit, or the coordinator aborted it): EndTxn
+answers the same whether or not that driver had committed it. A commit that cannot reach the
+cluster in time raises and leaves the batch recorded ``prepared``: the next recovery finishes it.
 """
 
 from __future__ import annotations
@@ -319,10 +321,11 @@ class ExactlyOnceDriver:
             committed, lost = self._commit_all(last)
             recovered = len(committed)
             if lost:
-                log.error("%s", self._give_up(last, committed, lost, recovering=True))
+                self._give_up(last, committed, lost, recovering=True)     # logged there
             else:
                 self._last = replace(last, state=COMMITTED)
-                changed = True
+                self._persist()                  # before any fence: a fence raises the epochs,
+                changed = True                   # and a repeated commit would then be refused
         elif last is not None and last.state == PREPARED:
             log.warning("KafkaSink: micro-batch %s started with %d partition(s) and its driver "
                         "stopped before its tasks handed over their transactions: not committed; "
@@ -401,22 +404,25 @@ class ExactlyOnceDriver:
     def _give_up(self, record: BatchRecord, committed: list[ResumableTransaction],
                  lost: list[tuple[ResumableTransaction, KafkaError]], *,
                  recovering: bool) -> KafkaError:
-        """A transaction of ``record`` was lost: abort what can still be aborted, record the
-        batch aborted (so it runs again), and return the error that says what happened.
+        """A transaction of ``record`` was lost: abort what can still be aborted, log the error
+        that says what happened, record the batch aborted (so it runs again), and return the
+        error.
         ``recovering``: an earlier driver may have committed some of them before it stopped."""
         first, why = lost[0]
         rest = [t.transactional_id for t in record.transactions
                 if t is not first and t not in committed]
         self._ops.fence(rest)
-        if isinstance(why, InvalidProducerIdMappingError) and recovering:
+        if recovering and isinstance(why, (InvalidProducerIdMappingError, ProducerFencedError)):
             doubt = ", ".join([first.transactional_id, *rest])
-            outcome = (f"its id had expired (unused for longer than the brokers' "
-                       "transactional.id.expiration.ms: the driver stayed down that long), so "
-                       "whether the driver that stopped had committed it is unknown. When the "
-                       "query restarts Spark writes the batch again: the rows of "
-                       f"{doubt} appear twice if that driver had committed them before it "
-                       "stopped; otherwise the coordinator had aborted them after "
-                       "transaction.timeout.ms and the rerun writes them once")
+            cause = ("its id had expired (unused for longer than the brokers' "
+                     "transactional.id.expiration.ms: the driver stayed down that long)"
+                     if isinstance(why, InvalidProducerIdMappingError) else
+                     "its epoch was fenced (a producer with that id initialized since: a lost "
+                     "attempt of a task, or the coordinator after transaction.timeout.ms)")
+            outcome = (f"{cause}, so whether the driver that stopped had committed it is "
+                       "unknown. When the query restarts Spark writes the batch again: the rows "
+                       f"of {doubt} appear twice if that driver had committed them before it "
+                       "stopped; otherwise they were aborted and the rerun writes them once")
             if committed:
                 outcome += (f"; the rows of {', '.join(t.transactional_id for t in committed)} "
                             "(committed) appear twice")
@@ -428,10 +434,16 @@ class ExactlyOnceDriver:
             outcome = (f"{len(committed)} of its transactions were committed already ({names}) "
                        f"and the other {len(rest)} aborted; when the query restarts Spark writes "
                        "the batch again, and the rows of the committed ones appear twice")
-        self._last = replace(record, state=ABORTED)
-        self._persist()
-        error = KafkaError(f"KafkaSink: micro-batch {record.batch_id} could not be committed: the "
-                           f"transaction of {first.transactional_id!r} was lost ({why}); {outcome}")
+        message = (f"KafkaSink: micro-batch {record.batch_id} could not be committed: the "
+                   f"transaction of {first.transactional_id!r} was lost ({why}); {outcome}")
+        log.error("%s", message)                 # before the record: once it says aborted, no
+        self._last = replace(record, state=ABORTED)      # later driver can tell what was lost
+        try:
+            self._persist()
+        except Exception as failure:  # noqa: BLE001 - the loss must still be said
+            raise KafkaError(f"{message}. Recording the batch aborted in {self._log.topic!r} did "
+                             f"not complete either ({failure!r})") from failure
+        error = KafkaError(message)
         error.__cause__ = why
         return error
 
