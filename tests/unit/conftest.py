@@ -1,23 +1,108 @@
-"""Unit tests fail fast: a short per-test timeout.
+"""Unit tests fail fast: a short per-test timeout that really ends a hung test.
 
 The unit tests run without a broker or Spark and each takes well under a second (the slowest
 about 0.7 s on a 2-core machine), so a test that runs for :data:`UNIT_TIMEOUT_S` is hung (a
 lost wakeup, a deadlock, a loop that never ends) and fails then, instead of holding the suite
 for the 300 s that setup.cfg gives the broker and Spark tests. A test that needs longer says so
 with its own ``@pytest.mark.timeout``.
+
+pytest-timeout's ``signal`` method raises the failure in the main thread, which ends a busy loop
+or a blocking wait (a lock, a join) there, and the run goes on with the next test; its
+``thread`` method would end the whole run instead. Here the unit tests always use ``signal``
+(where the platform has SIGALRM), and :func:`pytest_timeout_set_timer` adds what pytest-timeout
+leaves out, since a loop that never ends defeats a single alarm:
+
+- the alarm repeats every :data:`REPEAT_S` after the first, so a test that catches the failure
+  and goes on (Hypothesis re-runs a failing example to shrink it; a ``finally`` that joins a
+  thread stuck in the loop) is interrupted again;
+- it raises only inside the test's setup, call and teardown, never in pytest's own code between
+  them (an error there would end the run);
+- threads the test started that are still running get :class:`UnitTestTimeout` raised in them
+  (at their next Python instruction; a thread blocked in a wait gets it when it wakes), so a
+  thread looping forever does not slow every later test down.
 """
 
 from __future__ import annotations
 
+import ctypes
+import signal
+import threading
 from pathlib import Path
 
 import pytest
+from pytest_timeout import timeout_sigalrm
 
 UNIT_TIMEOUT_S = 30
+REPEAT_S = 1.0
+"""After the first alarm, how often it fires again while the test still runs."""
 _HERE = Path(__file__).parent
+_SIGNAL = hasattr(signal, "SIGALRM")
+
+
+class UnitTestTimeout(BaseException):
+    """Raised in the threads a timed-out unit test left running (a ``BaseException``, so that a
+    loop catching ``Exception`` ends too)."""
+
+
+def _is_unit(item) -> bool:
+    return _HERE in Path(item.fspath).parents
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if _HERE in Path(item.fspath).parents and item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT_S))
+        if _is_unit(item) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT_S, **({"method": "signal"} if _SIGNAL else {})))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item, settings):
+    """The ``signal`` method of pytest-timeout, with the additions of the module docstring."""
+    if (settings.method != "signal" or not _SIGNAL or not _is_unit(item)
+            or threading.current_thread() is not threading.main_thread()):
+        return None                               # pytest-timeout's own
+    before = set(threading.enumerate())
+
+    def handler(signum, frame):
+        if not getattr(item, "_unit_phase", False):
+            return                                # in pytest's code: the next alarm
+        _stop_threads(before)
+        timeout_sigalrm(item, settings)
+
+    def cancel():
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+    item.cancel_timeout = cancel
+    signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, settings.timeout, REPEAT_S)
+    return True
+
+
+def _stop_threads(before: set[threading.Thread]) -> None:
+    for thread in threading.enumerate():
+        if thread not in before and thread.ident is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
+                                                       ctypes.py_object(UnitTestTimeout))
+
+
+def _in_phase(item):
+    item._unit_phase = True
+    try:
+        return (yield)
+    finally:
+        item._unit_phase = False
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from _in_phase(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from _in_phase(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item):
+    return (yield from _in_phase(item))
