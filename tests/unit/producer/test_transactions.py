@@ -313,3 +313,45 @@ def test_a_timed_out_wait_can_be_repeated_and_waits_for_the_same_step():
     first.wait(0)
     with pytest.raises(IllegalStateError, match="already called"):
         h.transaction_manager.initialize_transactions()
+
+
+def test_invalid_producer_epoch_on_a_transactional_produce_is_fatal_as_fenced():
+    """Java: a transactional producer answered INVALID_PRODUCER_EPOCH by a partition leader was
+    fenced (the coordinator bumped the epoch), so it is fatal, not an abortable error that
+    abort_transaction() would try to get past."""
+    h = transactional()
+    init(h)
+    begin(h)
+    h.script(TP0, {"error_code": 47})                          # INVALID_PRODUCER_EPOCH
+    future = h.append(TP0)
+    h.run_until(lambda: future.done())
+    assert future.exception().code == 47
+    assert h.transaction_manager.state is S.FATAL_ERROR
+    fenced = h.transaction_manager.last_error
+    assert isinstance(fenced, ProducerFencedError) and fenced.__cause__ is future.exception()
+    assert "INVALID_PRODUCER_EPOCH from Produce to t-0" in str(fenced)
+    with pytest.raises(ProducerFencedError):
+        h.transaction_manager.begin_abort()
+
+
+@pytest.mark.parametrize("api", [ADD_PARTITIONS_TO_TXN, END_TXN])
+def test_transaction_abortable_from_the_coordinator_makes_the_transaction_abortable_not_fatal(api):
+    """TRANSACTION_ABORTABLE (KIP-890): the coordinator asks the producer to abort; the producer
+    stays usable: the commit fails, abort_transaction() ends the transaction and the next one
+    begins."""
+    h = transactional()
+    init(h)
+    begin(h)
+    h.txn_answers[api] += [120]                                 # TRANSACTION_ABORTABLE
+    future = h.append(TP0)
+    commit = complete(h, h.transaction_manager.begin_commit)
+    with pytest.raises(KafkaError, match="can only be aborted.*TransactionAbortable"):
+        commit.wait(0)
+    assert h.transaction_manager.state is S.ABORTABLE_ERROR and not h.transaction_manager.has_fatal_error
+    if api is ADD_PARTITIONS_TO_TXN:                            # never enrolled: never sent
+        h.run_until(lambda: future.done())
+        assert isinstance(future.exception(), TransactionAbortedError) and not h.requests(PRODUCE)
+    complete(h, h.transaction_manager.begin_abort).wait(0)
+    assert h.transaction_manager.state is S.READY
+    begin(h)
+    assert h.transaction_manager.state is S.IN_TRANSACTION
