@@ -355,3 +355,15 @@ def test_transaction_abortable_from_the_coordinator_makes_the_transaction_aborta
     assert h.transaction_manager.state is S.READY
     begin(h)
     assert h.transaction_manager.state is S.IN_TRANSACTION
+
+
+def test_a_transaction_is_handed_out_only_once_its_partitions_are_enrolled():
+    h = transactional()
+    init(h)
+    begin(h)
+    h.append(TP0)
+    with pytest.raises(IllegalStateError, match="still being added to the transaction: flush"):
+        h.transaction_manager.open_transaction()
+    h.run_until(lambda: not h.accumulator.has_incomplete())
+    pid_epoch, partitions, version = h.transaction_manager.open_transaction()
+    assert (pid_epoch.producer_id, partitions, version) == (PRODUCER_ID, frozenset({TP0}), 1)

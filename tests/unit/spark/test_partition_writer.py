@@ -295,3 +295,12 @@ def test_an_exactly_once_task_whose_row_is_refused_aborts_too(task_producers):
     with pytest.raises(RowError):
         eos_writer()(iter([*rows(1), Row(key="k", value="v", topic=None)]))
     assert made[0].calls == ["init", "begin", "abort", "close"]
+
+
+def test_an_exactly_once_write_outside_a_spark_task_is_refused(task_producers):
+    made, _ = task_producers
+    writer = PartitionWriter(SinkConfig.from_options(EOS_OPTIONS), SCHEMA,
+                             task=lambda: _TaskInfo(-1, 0))
+    with pytest.raises(PartitionWriteError, match="exactly-once writes run inside Spark tasks"):
+        writer(iter(rows(1)))
+    assert made == []
