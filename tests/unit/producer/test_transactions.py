@@ -204,6 +204,27 @@ def test_fenced_on_init_fails_init_transactions():
         result.wait(0)
 
 
+def test_invalid_producer_epoch_from_the_coordinator_is_fenced():
+    h = transactional()
+    init(h)
+    begin(h)
+    h.append(TP0)
+    h.txn_answers[END_TXN] += [47]                             # INVALID_PRODUCER_EPOCH
+    result = complete(h, h.transaction_manager.begin_commit)
+    with pytest.raises(ProducerFencedError, match="INVALID_PRODUCER_EPOCH from EndTxn on node 2"):
+        result.wait(0)
+    assert h.transaction_manager.state is S.FATAL_ERROR
+
+
+def test_an_abortable_error_on_init_is_fatal_there_being_nothing_to_abort():
+    h = transactional()
+    h.init_answers += [120]                                    # TRANSACTION_ABORTABLE
+    result = h.transaction_manager.initialize_transactions()
+    h.run_until(lambda: result.is_done)
+    with pytest.raises(KafkaError, match="InitProducerId for transactional.id 'etl-1' on node 2"):
+        result.wait(0)
+    assert h.transaction_manager.state is S.FATAL_ERROR
+
 def test_a_failed_batch_makes_the_commit_fail_and_the_abort_bumps_the_epoch_under_v1():
     h = transactional()
     init(h)
