@@ -180,6 +180,21 @@ def test_a_dead_coordinator_is_looked_up_again_instead_of_waited_on():
     assert len(h.requests(END_TXN, node_id=1)) == 1 and not h.requests(END_TXN, node_id=2)
 
 
+def test_a_coordinator_that_refuses_connections_is_looked_up_again():
+    """As above, but the client saw the coordinator go before sending to it: it cannot connect,
+    and looks the coordinator up again instead of trying that node forever."""
+    h = transactional()
+    init(h)
+    begin(h)
+    h.append(TP0)
+    h.run_until(lambda: not h.accumulator.has_incomplete())
+    h.kill(2)
+    h.step(3)                                                  # the disconnect is seen
+    h.coordinator = 1
+    complete(h, h.transaction_manager.begin_commit, advance_ms=50).wait(0)
+    assert len(h.requests(END_TXN, node_id=1)) == 1 and not h.requests(END_TXN, node_id=2)
+    assert len(h.requests(FIND_COORDINATOR)) == 2
+
 def test_producer_fenced_is_fatal_and_fails_the_step_and_the_records():
     h = transactional()
     init(h)
