@@ -15,11 +15,12 @@ leaves out, since a loop that never ends defeats a single alarm:
 - the alarm repeats every :data:`REPEAT_S` after the first, so a test that catches the failure
   and goes on (Hypothesis re-runs a failing example to shrink it; a ``finally`` that joins a
   thread stuck in the loop) is interrupted again;
-- it raises only inside the test's setup, call and teardown, never in pytest's own code between
-  them (an error there would end the run);
-- threads the test started that are still running get :class:`UnitTestTimeout` raised in them
-  (at their next Python instruction; a thread blocked in a wait gets it when it wakes), so a
-  thread looping forever does not slow every later test down.
+- it acts only inside the test's setup, call and teardown, and is ignored in pytest's own code
+  between them (an error there, or even a handler run in the middle of its work, would end the
+  run);
+- threads the test started that are still running get :class:`UnitTestTimeout` raised in them,
+  once each (at their next Python instruction; a thread blocked in a wait gets it when it
+  wakes), so a thread looping forever does not slow every later test down.
 """
 
 from __future__ import annotations
@@ -60,12 +61,10 @@ def pytest_timeout_set_timer(item, settings):
     if (settings.method != "signal" or not _SIGNAL or not _is_unit(item)
             or threading.current_thread() is not threading.main_thread()):
         return None                               # pytest-timeout's own
-    before = set(threading.enumerate())
+    spared = set(threading.enumerate())         # threads that were there before the test
 
     def handler(signum, frame):
-        if not getattr(item, "_unit_phase", False):
-            return                                # in pytest's code: the next alarm
-        _stop_threads(before)
+        spared.update(_stop_threads(spared))      # once each: not again while it unwinds
         timeout_sigalrm(item, settings)
 
     def cancel():
@@ -73,24 +72,32 @@ def pytest_timeout_set_timer(item, settings):
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
     item.cancel_timeout = cancel
-    signal.signal(signal.SIGALRM, handler)
+    item._unit_alarm = handler                    # installed by _in_phase, ignored outside
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
     signal.setitimer(signal.ITIMER_REAL, settings.timeout, REPEAT_S)
     return True
 
 
-def _stop_threads(before: set[threading.Thread]) -> None:
-    for thread in threading.enumerate():
-        if thread not in before and thread.ident is not None:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
-                                                       ctypes.py_object(UnitTestTimeout))
+def _stop_threads(spared: set[threading.Thread]) -> list[threading.Thread]:
+    """Raise :class:`UnitTestTimeout` in every live thread not ``spared``; those threads."""
+    stopped = [t for t in threading.enumerate() if t not in spared and t.ident is not None]
+    for thread in stopped:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
+                                                   ctypes.py_object(UnitTestTimeout))
+    return stopped
 
 
 def _in_phase(item):
-    item._unit_phase = True
+    """The alarm's handler during a test phase; between phases the alarm is ignored (no Python
+    code runs there, so none can be interrupted: pytest reporting a failure, say)."""
+    handler = getattr(item, "_unit_alarm", None)
+    if handler is not None:
+        signal.signal(signal.SIGALRM, handler)
     try:
         return (yield)
     finally:
-        item._unit_phase = False
+        if handler is not None:
+            signal.signal(signal.SIGALRM, signal.SIG_IGN)
 
 
 @pytest.hookimpl(wrapper=True)
