@@ -12,9 +12,11 @@ or a blocking wait (a lock, a join) there, and the run goes on with the next tes
 (where the platform has SIGALRM), and :func:`pytest_timeout_set_timer` adds what pytest-timeout
 leaves out, since a loop that never ends defeats a single alarm:
 
-- the alarm repeats every :data:`REPEAT_S` after the first, so a test that catches the failure
-  and goes on (Hypothesis re-runs a failing example to shrink it; a ``finally`` that joins a
-  thread stuck in the loop) is interrupted again;
+- it raises :class:`UnitTestTimeout`, which neither ``except Exception`` nor Hypothesis catches
+  (Hypothesis takes pytest's own failure for a failing example and runs it again to shrink it:
+  the hung example again, and again);
+- the alarm repeats every :data:`REPEAT_S` after the first, so a test that catches the timeout
+  anyway and goes on (a ``finally`` that joins a thread stuck in the loop) is interrupted again;
 - it acts only inside the test's setup, call and teardown, and is ignored in pytest's own code
   between them (an error there, or even a handler run in the middle of its work, would end the
   run);
@@ -31,7 +33,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from pytest_timeout import timeout_sigalrm
+from pytest_timeout import dump_stacks, is_debugging
 
 UNIT_TIMEOUT_S = 30
 REPEAT_S = 1.0
@@ -41,8 +43,9 @@ _SIGNAL = hasattr(signal, "SIGALRM")
 
 
 class UnitTestTimeout(BaseException):
-    """Raised in the threads a timed-out unit test left running (a ``BaseException``, so that a
-    loop catching ``Exception`` ends too)."""
+    """Raised in a unit test past its time, and in the threads it left running: a
+    ``BaseException``, so that a loop catching ``Exception`` ends too, and so that Hypothesis does
+    not take it for a failing example to shrink (it would run the hung example again, and again)."""
 
 
 def _is_unit(item) -> bool:
@@ -64,8 +67,14 @@ def pytest_timeout_set_timer(item, settings):
     spared = set(threading.enumerate())         # threads that were there before the test
 
     def handler(signum, frame):
+        if not settings.disable_debugger_detection and is_debugging():
+            return
         spared.update(_stop_threads(spared))      # once each: not again while it unwinds
-        timeout_sigalrm(item, settings)
+        terminal = item.config.get_terminal_writer()
+        terminal.sep("+", title="Timeout")
+        dump_stacks(terminal)
+        raise UnitTestTimeout(f"Timeout (>{settings.timeout}s): the test was interrupted "
+                              "(tests/unit/conftest.py)")
 
     def cancel():
         signal.setitimer(signal.ITIMER_REAL, 0)

@@ -29,6 +29,8 @@ def test_a_unit_test_may_ask_for_its_own(request):
 HUNG_TESTS = '''
 import threading
 
+from hypothesis import given, settings, strategies as st
+
 
 def spin(stop):
     while not stop:
@@ -42,8 +44,14 @@ def test_a_busy_loop():
 def test_a_busy_loop_that_catches_the_first_timeout():
     try:
         spin([])
-    except BaseException:               # Hypothesis runs a failing example again to shrink it
+    except BaseException:               # and is stuck again cleaning up
         spin([])
+
+
+@given(st.integers())
+@settings(deadline=None, database=None)
+def test_a_hypothesis_example_that_hangs(number):
+    spin([])                            # a failing example: Hypothesis would run it again
 
 
 def test_a_wait_for_a_thread_that_never_ends():
@@ -69,7 +77,7 @@ def test_a_hung_unit_test_fails_at_the_limit_and_the_run_goes_on(pytester):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-o", "timeout=300",
                                            "-W", "ignore::pytest.PytestUnhandledThreadExceptionWarning",
                                            timeout=20)
-    result.assert_outcomes(failed=3, passed=1)
-    assert len(re.findall(r"Failed: Timeout \(>0\.5s\) from pytest-timeout", result.stdout.str())) >= 3
+    result.assert_outcomes(failed=4, passed=1)
+    assert len(re.findall(r"UnitTestTimeout: Timeout \(>0\.5s\)", result.stdout.str())) >= 4
     seconds = float(re.search(r"in ([0-9.]+)s", result.stdout.lines[-1]).group(1))
     assert seconds < 10, result.stdout.lines[-1]
