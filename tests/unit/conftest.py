@@ -53,9 +53,10 @@ def _is_unit(item) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    method = {"method": "signal"} if _SIGNAL else {}
     for item in items:
         if _is_unit(item) and item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT_S, **({"method": "signal"} if _SIGNAL else {})))
+            item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT_S, **method))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -64,7 +65,7 @@ def pytest_timeout_set_timer(item, settings):
     if (settings.method != "signal" or not _SIGNAL or not _is_unit(item)
             or threading.current_thread() is not threading.main_thread()):
         return None                               # pytest-timeout's own
-    spared = set(threading.enumerate())         # threads that were there before the test
+    spared = set(threading.enumerate())           # threads that were there before the test
 
     def handler(signum, frame):
         if not settings.disable_debugger_detection and is_debugging():
