@@ -29,6 +29,7 @@ def test_a_unit_test_may_ask_for_its_own(request):
 HUNG_TESTS = '''
 import threading
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 
@@ -48,6 +49,7 @@ def test_a_busy_loop_that_catches_the_first_timeout():
         spin([])
 
 
+@pytest.mark.timeout(2)                 # Hypothesis sets up first: not to be cut in the middle
 @given(st.integers())
 @settings(deadline=None, database=None)
 def test_a_hypothesis_example_that_hangs(number):
@@ -66,8 +68,9 @@ def test_the_next_test_runs_and_the_spinning_thread_was_stopped():
 
 
 def test_a_hung_unit_test_fails_at_the_limit_and_the_run_goes_on(pytester):
-    """Under the unit conftest with a 0.5 s limit: each hung test fails within a few seconds (a
-    thread started by a test and still spinning included), and the test after them passes."""
+    """Under the unit conftest with a 0.5 s limit (2 s for the Hypothesis test): each hung test
+    fails within a few seconds (a thread started by a test and still spinning included), and the
+    test after them passes."""
     source = Path(conftest.__file__).read_text()
     for setting in (f"UNIT_TIMEOUT_S = {UNIT_TIMEOUT_S}\n", f"REPEAT_S = {conftest.REPEAT_S}\n"):
         assert setting in source
@@ -78,6 +81,6 @@ def test_a_hung_unit_test_fails_at_the_limit_and_the_run_goes_on(pytester):
                                            "-W", "ignore::pytest.PytestUnhandledThreadExceptionWarning",
                                            timeout=20)
     result.assert_outcomes(failed=4, passed=1)
-    assert len(re.findall(r"UnitTestTimeout: Timeout \(>0\.5s\)", result.stdout.str())) >= 4
+    assert len(re.findall(r"UnitTestTimeout: Timeout \(>(0\.5|2\.0)s\)", result.stdout.str())) >= 4
     seconds = float(re.search(r"in ([0-9.]+)s", result.stdout.lines[-1]).group(1))
-    assert seconds < 10, result.stdout.lines[-1]
+    assert seconds < 15, result.stdout.lines[-1]
