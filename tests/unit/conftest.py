@@ -30,6 +30,7 @@ from __future__ import annotations
 import ctypes
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,8 @@ from pytest_timeout import dump_stacks, is_debugging
 UNIT_TIMEOUT_S = 30
 REPEAT_S = 1.0
 """After the first alarm, how often it fires again while the test still runs."""
+STOP_WAIT_S = 2.0
+"""How long the threads a timed-out test left running get to end, all together."""
 _HERE = Path(__file__).parent
 _SIGNAL = hasattr(signal, "SIGALRM")
 
@@ -89,11 +92,17 @@ def pytest_timeout_set_timer(item, settings):
 
 
 def _stop_threads(spared: set[threading.Thread]) -> list[threading.Thread]:
-    """Raise :class:`UnitTestTimeout` in every live thread not ``spared``; those threads."""
+    """Raise :class:`UnitTestTimeout` in every live thread not ``spared``, and give them up to
+    :data:`STOP_WAIT_S` to end (their exception is reported before the test's own is formatted:
+    on Python 3.11 two threads parsing source at once, for their tracebacks, can break the
+    parser); those threads."""
     stopped = [t for t in threading.enumerate() if t not in spared and t.ident is not None]
     for thread in stopped:
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
                                                    ctypes.py_object(UnitTestTimeout))
+    deadline = time.monotonic() + STOP_WAIT_S
+    for thread in stopped:
+        thread.join(max(0.0, deadline - time.monotonic()))
     return stopped
 
 
