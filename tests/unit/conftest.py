@@ -18,8 +18,7 @@ leaves out, since a loop that never ends defeats a single alarm:
 - the alarm repeats every :data:`REPEAT_S` after the first, so a test that catches the timeout
   anyway and goes on (a ``finally`` that joins a thread stuck in the loop) is interrupted again;
 - it acts only inside the test's setup, call and teardown, and is ignored in pytest's own code
-  between them (an error there, or even a handler run in the middle of its work, would end the
-  run);
+  between them (an error raised there would end the run);
 - threads the test started that are still running get :class:`UnitTestTimeout` raised in them,
   once each (at their next Python instruction; a thread blocked in a wait gets it when it
   wakes), so a thread looping forever does not slow every later test down.
@@ -107,8 +106,8 @@ def _stop_threads(spared: set[threading.Thread]) -> list[threading.Thread]:
 
 
 def _in_phase(item):
-    """The alarm's handler during a test phase; between phases the alarm is ignored (no Python
-    code runs there, so none can be interrupted: pytest reporting a failure, say)."""
+    """The alarm's handler during a test phase; between phases the alarm is ignored (pytest's own
+    code runs there: reporting a failure, say)."""
     handler = getattr(item, "_unit_alarm", None)
     if handler is not None:
         signal.signal(signal.SIGALRM, handler)
