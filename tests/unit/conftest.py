@@ -72,10 +72,12 @@ def pytest_timeout_set_timer(item, settings):
     def handler(signum, frame):
         if not settings.disable_debugger_detection and is_debugging():
             return
-        spared.update(_stop_threads(spared))      # once each: not again while it unwinds
         terminal = item.config.get_terminal_writer()
         terminal.sep("+", title="Timeout")
-        dump_stacks(terminal)
+        dump_stacks(terminal)                     # before the threads below start unwinding
+        stopped = _stop_threads(spared)
+        spared.update(stopped)                    # once each: not again while it unwinds
+        item._unit_stopped = getattr(item, "_unit_stopped", []) + stopped
         raise UnitTestTimeout(f"Timeout (>{settings.timeout}s): the test was interrupted "
                               "(tests/unit/conftest.py)")
 
@@ -90,19 +92,36 @@ def pytest_timeout_set_timer(item, settings):
     return True
 
 
+def _quiet_excepthook(args, _report=threading.excepthook):
+    """A stopped thread's :class:`UnitTestTimeout` is not reported (its test failed with the
+    timeout already), so the thread formats no traceback: on Python 3.11 two threads parsing
+    source at once, as tracebacks do, can break the parser (pytest's own, reporting the test)."""
+    if not issubclass(args.exc_type, UnitTestTimeout):
+        _report(args)
+
+
 def _stop_threads(spared: set[threading.Thread]) -> list[threading.Thread]:
-    """Raise :class:`UnitTestTimeout` in every live thread not ``spared``, and give them up to
-    :data:`STOP_WAIT_S` to end (their exception is reported before the test's own is formatted:
-    on Python 3.11 two threads parsing source at once, for their tracebacks, can break the
-    parser); those threads."""
+    """Raise :class:`UnitTestTimeout` in every live thread not ``spared``; those threads."""
     stopped = [t for t in threading.enumerate() if t not in spared and t.ident is not None]
+    if stopped and threading.excepthook is not _quiet_excepthook:
+        _quiet_excepthook.__defaults__ = (threading.excepthook,)
+        threading.excepthook = _quiet_excepthook
     for thread in stopped:
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
                                                    ctypes.py_object(UnitTestTimeout))
+    return stopped
+
+
+def _await_stopped(item) -> None:
+    """Give the threads stopped in this phase up to :data:`STOP_WAIT_S` to end, then report
+    thread errors as before. Outside the alarm's handler: the main thread holds none of the
+    test's locks here, which those threads may need to end."""
+    stopped, item._unit_stopped = getattr(item, "_unit_stopped", []), []
     deadline = time.monotonic() + STOP_WAIT_S
     for thread in stopped:
         thread.join(max(0.0, deadline - time.monotonic()))
-    return stopped
+    if threading.excepthook is _quiet_excepthook and not any(t.is_alive() for t in stopped):
+        threading.excepthook = _quiet_excepthook.__defaults__[0]
 
 
 def _in_phase(item):
@@ -116,6 +135,7 @@ def _in_phase(item):
     finally:
         if handler is not None:
             signal.signal(signal.SIGALRM, signal.SIG_IGN)
+            _await_stopped(item)
 
 
 @pytest.hookimpl(wrapper=True)
