@@ -180,6 +180,21 @@ def test_a_dead_coordinator_is_looked_up_again_instead_of_waited_on():
     assert len(h.requests(END_TXN, node_id=1)) == 1 and not h.requests(END_TXN, node_id=2)
 
 
+def test_a_coordinator_that_refuses_connections_is_looked_up_again():
+    """As above, but the client saw the coordinator go before sending to it: it cannot connect,
+    and looks the coordinator up again instead of trying that node forever."""
+    h = transactional()
+    init(h)
+    begin(h)
+    h.append(TP0)
+    h.run_until(lambda: not h.accumulator.has_incomplete())
+    h.kill(2)
+    h.step(3)                                                  # the disconnect is seen
+    h.coordinator = 1
+    complete(h, h.transaction_manager.begin_commit, advance_ms=50).wait(0)
+    assert len(h.requests(END_TXN, node_id=1)) == 1 and not h.requests(END_TXN, node_id=2)
+    assert len(h.requests(FIND_COORDINATOR)) == 2
+
 def test_producer_fenced_is_fatal_and_fails_the_step_and_the_records():
     h = transactional()
     init(h)
@@ -203,6 +218,27 @@ def test_fenced_on_init_fails_init_transactions():
     with pytest.raises(ProducerFencedError, match="InitProducerId on node 2"):
         result.wait(0)
 
+
+def test_invalid_producer_epoch_from_the_coordinator_is_fenced():
+    h = transactional()
+    init(h)
+    begin(h)
+    h.append(TP0)
+    h.txn_answers[END_TXN] += [47]                             # INVALID_PRODUCER_EPOCH
+    result = complete(h, h.transaction_manager.begin_commit)
+    with pytest.raises(ProducerFencedError, match="INVALID_PRODUCER_EPOCH from EndTxn on node 2"):
+        result.wait(0)
+    assert h.transaction_manager.state is S.FATAL_ERROR
+
+
+def test_an_abortable_error_on_init_is_fatal_there_being_nothing_to_abort():
+    h = transactional()
+    h.init_answers += [120]                                    # TRANSACTION_ABORTABLE
+    result = h.transaction_manager.initialize_transactions()
+    h.run_until(lambda: result.is_done)
+    with pytest.raises(KafkaError, match="InitProducerId for transactional.id 'etl-1' on node 2"):
+        result.wait(0)
+    assert h.transaction_manager.state is S.FATAL_ERROR
 
 def test_a_failed_batch_makes_the_commit_fail_and_the_abort_bumps_the_epoch_under_v1():
     h = transactional()
@@ -313,3 +349,57 @@ def test_a_timed_out_wait_can_be_repeated_and_waits_for_the_same_step():
     first.wait(0)
     with pytest.raises(IllegalStateError, match="already called"):
         h.transaction_manager.initialize_transactions()
+
+
+def test_invalid_producer_epoch_on_a_transactional_produce_is_fatal_as_fenced():
+    """Java: a transactional producer answered INVALID_PRODUCER_EPOCH by a partition leader was
+    fenced (the coordinator bumped the epoch), so it is fatal, not an abortable error that
+    abort_transaction() would try to get past."""
+    h = transactional()
+    init(h)
+    begin(h)
+    h.script(TP0, {"error_code": 47})                          # INVALID_PRODUCER_EPOCH
+    future = h.append(TP0)
+    h.run_until(lambda: future.done())
+    assert future.exception().code == 47
+    assert h.transaction_manager.state is S.FATAL_ERROR
+    fenced = h.transaction_manager.last_error
+    assert isinstance(fenced, ProducerFencedError) and fenced.__cause__ is future.exception()
+    assert "INVALID_PRODUCER_EPOCH from Produce to t-0" in str(fenced)
+    with pytest.raises(ProducerFencedError):
+        h.transaction_manager.begin_abort()
+
+
+@pytest.mark.parametrize("api", [ADD_PARTITIONS_TO_TXN, END_TXN])
+def test_transaction_abortable_from_the_coordinator_makes_the_transaction_abortable_not_fatal(api):
+    """TRANSACTION_ABORTABLE (KIP-890): the coordinator asks the producer to abort; the producer
+    stays usable: the commit fails, abort_transaction() ends the transaction and the next one
+    begins."""
+    h = transactional()
+    init(h)
+    begin(h)
+    h.txn_answers[api] += [120]                                 # TRANSACTION_ABORTABLE
+    future = h.append(TP0)
+    commit = complete(h, h.transaction_manager.begin_commit)
+    with pytest.raises(KafkaError, match="can only be aborted.*TransactionAbortable"):
+        commit.wait(0)
+    assert h.transaction_manager.state is S.ABORTABLE_ERROR and not h.transaction_manager.has_fatal_error
+    if api is ADD_PARTITIONS_TO_TXN:                            # never enrolled: never sent
+        h.run_until(lambda: future.done())
+        assert isinstance(future.exception(), TransactionAbortedError) and not h.requests(PRODUCE)
+    complete(h, h.transaction_manager.begin_abort).wait(0)
+    assert h.transaction_manager.state is S.READY
+    begin(h)
+    assert h.transaction_manager.state is S.IN_TRANSACTION
+
+
+def test_a_transaction_is_handed_out_only_once_its_partitions_are_enrolled():
+    h = transactional()
+    init(h)
+    begin(h)
+    h.append(TP0)
+    with pytest.raises(IllegalStateError, match="still being added to the transaction: flush"):
+        h.transaction_manager.open_transaction()
+    h.run_until(lambda: not h.accumulator.has_incomplete())
+    pid_epoch, partitions, version = h.transaction_manager.open_transaction()
+    assert (pid_epoch.producer_id, partitions, version) == (PRODUCER_ID, frozenset({TP0}), 1)

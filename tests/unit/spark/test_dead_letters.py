@@ -120,6 +120,13 @@ def test_rows_mode_without_a_dead_letter_topic_skips_and_counts():
     assert (metrics["record-skip-total"], metrics["record-error-total"]) == (1, 1)
 
 
+def test_bad_records_are_counted_per_error_class():
+    dead = letters()                                            # skipped: no dead-letter topic
+    for error in (InvalidRecordError("a"), MessageTooLargeError("b"), InvalidRecordError("c")):
+        dead.handle(None, bad(error))
+    assert dead.figures() == {"bad": 3, "dead_lettered": 0, "skipped": 3, "errors_by_class": {
+        "InvalidRecordError": 2, "MessageTooLargeError": 1}}
+
 def test_a_fatal_error_still_fails_the_task_whatever_the_policy():
     producer = FakeProducer(fail_at={0})
     writer, _ = make_writer(producer, options={**OPTIONS, **DLQ})

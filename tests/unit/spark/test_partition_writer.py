@@ -8,6 +8,8 @@ import pytest
 from pyspark.sql import Row
 
 from spark_kafka_sink.errors import NotLeaderOrFollowerError, RecordTooLargeError
+from spark_kafka_sink.producer.resumable import ResumableTransaction
+from spark_kafka_sink.spark import partition_writer
 from spark_kafka_sink.spark.options import SinkConfig
 from spark_kafka_sink.spark.partition_writer import (
     PartitionWriteError,
@@ -245,3 +247,87 @@ def test_a_stuck_flush_fails_the_task_at_the_delivery_timeout_plus_a_margin_nami
         f"plus {FLUSH_MARGIN_S:g} s): flush did not complete within {40 + FLUSH_MARGIN_S} s: 2 records in 1 "
         "batch (topic 't' partition 0) still without an outcome; failing the task rather than waiting for "
         "ever (records still pending may yet be written)")
+
+
+# --- exactly-once: the task's own transaction ----------------------------------------------------
+
+EOS_OPTIONS = {**OPTIONS, "delivery.guarantee": "exactly-once", "transactional.id.prefix": "q"}
+
+
+class FakeTransactionalProducer(FakeProducer):
+    """A task's transactional producer: its transactional calls, in order, in ``calls``."""
+
+    made: list[FakeTransactionalProducer] = []
+
+    def __init__(self, config, **kw):
+        super().__init__(**kw)
+        self.config = config
+        self.calls: list[str] = []
+        FakeTransactionalProducer.made.append(self)
+
+    def init_transactions(self, timeout=None):
+        self.calls.append("init")
+
+    def begin_transaction(self):
+        self.calls.append("begin")
+
+    def resumable_transaction(self):
+        self.calls.append("hand out")
+        return ResumableTransaction(self.config.transactional_id, 7, 0, (TopicPartition("t", 0),), 2)
+
+    def abort_transaction(self, timeout=None):
+        self.calls.append("abort")
+
+    def close(self, timeout=None):
+        self.calls.append("close")
+
+
+@pytest.fixture
+def task_producers(monkeypatch):
+    """The transactional producers exactly-once tasks create; ``fail_at`` for the next ones."""
+    options = {}
+    FakeTransactionalProducer.made = []
+    monkeypatch.setattr(partition_writer, "KafkaProducer",
+                        lambda config: FakeTransactionalProducer(config, **options))
+    return FakeTransactionalProducer.made, options
+
+
+def eos_writer():
+    return PartitionWriter(SinkConfig.from_options(EOS_OPTIONS), SCHEMA,
+                           pool=lambda: pytest.fail("exactly-once tasks use no pooled producer"),
+                           task=lambda: _TaskInfo(4, 1))
+
+
+def test_an_exactly_once_task_hands_its_transaction_out_open(task_producers):
+    made, _ = task_producers
+    stats = eos_writer()(iter(rows(3)))
+    [producer] = made
+    assert producer.config.transactional_id == "q-4"
+    assert producer.calls == ["init", "begin", "hand out", "close"]   # not committed, not aborted
+    assert stats.transaction.transactional_id == "q-4" and stats.records_sent == 3
+
+
+def test_a_failed_exactly_once_task_aborts_its_own_transaction_before_closing(task_producers):
+    """The task does not leave its records to the driver's later fence: it aborts them itself."""
+    made, options = task_producers
+    options["fail_at"] = {1}
+    with pytest.raises(PartitionWriteError, match="record 1"):
+        eos_writer()(iter(rows(3)))
+    [producer] = made
+    assert producer.calls == ["init", "begin", "abort", "close"]
+
+
+def test_an_exactly_once_task_whose_row_is_refused_aborts_too(task_producers):
+    made, _ = task_producers
+    with pytest.raises(RowError):
+        eos_writer()(iter([*rows(1), Row(key="k", value="v", topic=None)]))
+    assert made[0].calls == ["init", "begin", "abort", "close"]
+
+
+def test_an_exactly_once_write_outside_a_spark_task_is_refused(task_producers):
+    made, _ = task_producers
+    writer = PartitionWriter(SinkConfig.from_options(EOS_OPTIONS), SCHEMA,
+                             task=lambda: _TaskInfo(-1, 0))
+    with pytest.raises(PartitionWriteError, match="exactly-once writes run inside Spark tasks"):
+        writer(iter(rows(1)))
+    assert made == []

@@ -26,11 +26,13 @@ class FakeCluster:
         self.default_limit = default_limit
         self.late = dict(late or {})
         self.describes: list[tuple[tuple[str, ...], bool]] = []
+        self.timeouts: list[float] = []
         self.created: list[tuple[str, int, int]] = []
 
     def describe(self, bootstrap, names, *, config_names, timeout_s, auto_create, config):
         assert bootstrap == BOOTSTRAP and config_names == ["max.message.bytes"] and timeout_s <= 10
         self.describes.append((tuple(names), auto_create))
+        self.timeouts.append(timeout_s)
         found = {}
         for name in names:
             if self.late.get(name, 0) > 0:
@@ -163,3 +165,11 @@ def test_a_dead_letter_topic_below_max_request_size_is_accepted_and_its_limit_pa
     assert result.dlq_max_message_bytes == 4096
     with pytest.raises(PreflightError, match="max.message.bytes=4096 of topic 'dlq' \\(option 'topic'\\)"):
         run(FakeCluster({"dlq": 4096}), config(topic="dlq", **DLQ))
+
+
+@pytest.mark.parametrize(("max_block_ms", "timeout_s"), [(None, 10.0), ("3000", 3.0), ("10", 1.0)])
+def test_each_question_waits_at_most_max_block_ms_and_never_under_a_second(max_block_ms, timeout_s):
+    cluster = FakeCluster({"t": 2_000_000})
+    options = {"kafka.max.block.ms": max_block_ms} if max_block_ms else {}
+    run(cluster, config(topic="t", **options))
+    assert cluster.timeouts == [timeout_s]

@@ -1,0 +1,60 @@
+"""Transactions completed without their producer (``producer.resumable``): what
+``commit_resumable`` and ``abort_resumable`` send, over the sender harness's in-memory brokers
+(node 2 is the coordinator) and a fake clock. The broker round trip runs in
+tests/integration/test_transactions.py and the exactly-once Spark tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_kafka_sink.errors import ConfigError, KafkaTimeoutError
+from spark_kafka_sink.producer.resumable import (
+    ResumableTransaction, abort_resumable, commit_resumable,
+)
+from spark_kafka_sink.structs import TopicPartition
+
+from ..fakes import FakeClock
+from .sender_harness import END_TXN, FIND_COORDINATOR, Harness
+
+CONFIG = {"bootstrap.servers": "b1:9092", "retry.backoff.ms": 10}
+TRANSACTION = ResumableTransaction("q-3", 1000, 4, (TopicPartition("t", 0), TopicPartition("t", 1)), 1)
+
+
+class TickingClock(FakeClock):
+    """Moves 5 ms each time it is read, so a wait for an answer that never comes runs out."""
+
+    def monotonic_ms(self) -> int:
+        self.advance(5)
+        return super().monotonic_ms()
+
+
+@pytest.mark.parametrize(("complete", "committed"), [(commit_resumable, True), (abort_resumable, False)])
+def test_end_txn_goes_to_the_coordinator_with_the_transactions_id_and_epoch(complete, committed):
+    h = Harness()
+    complete(TRANSACTION, CONFIG, 5, clock=h.clock, selector=h.sel)
+    assert len(h.requests(FIND_COORDINATOR)) == 1
+    [end] = h.requests(END_TXN)
+    assert end in h.requests(END_TXN, node_id=2)
+    assert (end.body.transactional_id, end.body.producer_id, end.body.producer_epoch,
+            end.body.committed) == ("q-3", 1000, 4, committed)
+    assert end.version <= 4                                     # transaction version 1
+
+
+def test_a_configuration_for_another_transactional_id_is_refused():
+    h = Harness()
+    with pytest.raises(ConfigError, match="transactional.id 'other' in the configuration is not "
+                                          "the transaction's \\('q-3'\\)"):
+        commit_resumable(TRANSACTION, {**CONFIG, "transactional.id": "other"}, 5, clock=h.clock,
+                         selector=h.sel)
+    assert h.requests(END_TXN) == []
+
+
+def test_the_timeout_is_in_seconds_and_names_the_transaction():
+    h = Harness()
+    h.kill(2)                                                   # the coordinator is gone
+    clock = TickingClock()
+    started = clock.monotonic_ms()
+    with pytest.raises(KafkaTimeoutError, match=r"the commit of the transaction of 'q-3' .* did not "
+                                                r"complete within 500 ms"):
+        commit_resumable(TRANSACTION, CONFIG, 0.5, clock=clock, selector=h.sel)
+    assert 500 <= clock.monotonic_ms() - started < 1_000
