@@ -15,10 +15,10 @@ Outcomes, one line per mutant, then the totals:
 
 - ``killed``   a test failed (or the run passed the time limit: ``killed (timeout)``);
 - ``survived`` every test passed: no fast test checks that behaviour;
-- ``stale``    the original snippet is not in the file, or more than once (the code changed:
-  update the mutant); never counted as killed. ``killed (pytest exit N)``: pytest stopped
-  otherwise (a collection error: the mutant broke an import); counted as killed, since the
-  unmutated selection passed.
+- ``stale``    the original snippet is not in the file, or more than once, or the mutated file
+  does not compile (the code changed: update the mutant); never counted as killed.
+  ``killed (pytest exit N)``: pytest stopped otherwise (a collection error: the mutant broke an
+  import); counted as killed, since the unmutated selection passed.
 
 Before the mutants, the selection runs once unmutated (``--no-baseline`` skips it): if it fails,
 every mutant would look killed, so the run stops.
@@ -236,7 +236,7 @@ MUTANTS: list[Mutant] = [
     # --- preflight -----------------------------------------------------------------------------
     Mutant("preflight-runs-when-disabled", PF,
            """    if not config.preflight:
-        return""",
+        return PreflightResult()""",
            """    if not config.preflight:
         pass""", PREFLIGHT_TESTS),
     Mutant("preflight-dlq-never-created", PF,
@@ -346,6 +346,10 @@ def check_snippet(mutant: Mutant, source: str) -> str | None:
         return "original snippet not found (the code changed: update the mutant)"
     if count > 1:
         return f"original snippet found {count} times (add context to make it unique)"
+    try:
+        compile(source.replace(mutant.original, mutant.replacement, 1), mutant.path, "exec")
+    except SyntaxError as error:
+        return f"the mutated file does not compile (line {error.lineno}: update the mutant)"
     return None
 
 
