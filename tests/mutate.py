@@ -20,6 +20,11 @@ Outcomes, one line per mutant, then the totals:
   ``killed (pytest exit N)``: pytest stopped otherwise (a collection error: the mutant broke an
   import); counted as killed, since the unmutated selection passed.
 
+Hypothesis runs with a fixed seed (``--hypothesis-seed``), so the baseline and every mutant's
+runs draw the same examples: a property test that fails now and then on a random example (a
+defect it finds by chance) shows in the baseline, or nowhere, rather than as a kill of whichever
+mutant it happened under.
+
 Before the mutants, the selection runs once unmutated (``--no-baseline`` skips it): if it fails,
 every mutant would look killed, so the run stops.
 
@@ -56,6 +61,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TESTS = ("tests/unit",)
+HYPOTHESIS_SEED = 0
 DEFAULT_LIMIT_S = 300.0
 """Per mutant: the unit suite takes 60-100 s on a busy 2-core machine."""
 
@@ -370,7 +376,7 @@ def run_pytest(copy: Path, tests: list[str], limit_s: float, basetemp: Path) -> 
     """pytest ``-x`` over ``tests`` in ``copy``: (exit code, or None past ``limit_s``; last lines)."""
     env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-               f"--basetemp={basetemp}", *tests]
+               f"--basetemp={basetemp}", f"--hypothesis-seed={HYPOTHESIS_SEED}", *tests]
     process = subprocess.Popen(command, cwd=copy, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, start_new_session=True)
     try:
