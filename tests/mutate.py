@@ -15,10 +15,15 @@ Outcomes, one line per mutant, then the totals:
 
 - ``killed``   a test failed (or the run passed the time limit: ``killed (timeout)``);
 - ``survived`` every test passed: no fast test checks that behaviour;
-- ``stale``    the original snippet is not in the file, or more than once (the code changed:
-  update the mutant); never counted as killed. ``killed (pytest exit N)``: pytest stopped
-  otherwise (a collection error: the mutant broke an import); counted as killed, since the
-  unmutated selection passed.
+- ``stale``    the original snippet is not in the file, or more than once, or the mutated file
+  does not compile (the code changed: update the mutant); never counted as killed.
+  ``killed (pytest exit N)``: pytest stopped otherwise (a collection error: the mutant broke an
+  import); counted as killed, since the unmutated selection passed.
+
+Hypothesis runs with a fixed seed (``--hypothesis-seed``), so the baseline and every mutant's
+runs draw the same examples: a property test that fails now and then on a random example (a
+defect it finds by chance) shows in the baseline, or nowhere, rather than as a kill of whichever
+mutant it happened under.
 
 Before the mutants, the selection runs once unmutated (``--no-baseline`` skips it): if it fails,
 every mutant would look killed, so the run stops.
@@ -56,6 +61,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TESTS = ("tests/unit",)
+HYPOTHESIS_SEED = 0
 DEFAULT_LIMIT_S = 300.0
 """Per mutant: the unit suite takes 60-100 s on a busy 2-core machine."""
 
@@ -69,6 +75,12 @@ DL = f"{PKG}/spark/dead_letters.py"
 PF = f"{PKG}/spark/preflight.py"
 CL = f"{PKG}/spark/commit_log.py"
 EO = f"{PKG}/spark/exactly_once.py"
+PB = f"{PKG}/producer/producer_batch.py"
+SE = f"{PKG}/producer/sender.py"
+MD = f"{PKG}/client/metadata.py"
+OA = f"{PKG}/client/oauth.py"
+OI = f"{PKG}/client/oidc.py"
+UR = f"{PKG}/client/urls.py"
 
 U = "tests/unit"
 TXN_TESTS = (f"{U}/producer/test_transactions.py", f"{U}/producer/test_txn_requests.py",
@@ -79,6 +91,11 @@ WRITER_TESTS = (f"{U}/spark/test_partition_writer.py", f"{U}/spark/test_arrow_wr
 DLQ_TESTS = (f"{U}/spark/test_dead_letters.py",)
 PREFLIGHT_TESTS = (f"{U}/spark/test_preflight.py",)
 EOS_TESTS = (f"{U}/spark/test_exactly_once.py", f"{U}/spark/test_commit_log.py")
+OAUTH_TESTS = (f"{U}/client/test_oauth.py",)
+CLUSTER_TESTS = (f"{U}/client/test_metadata.py", f"{U}/producer/test_sender.py",
+                 f"{U}/producer/test_transaction_manager.py")
+BATCH_TESTS = (f"{U}/producer/test_producer_batch.py", f"{U}/producer/test_sender.py",
+               f"{U}/spark/test_dead_letters.py")
 
 
 @dataclass(frozen=True)
@@ -102,7 +119,7 @@ MUTANTS: list[Mutant] = [
            "_FENCED_CODES = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH})",
            "_FENCED_CODES = frozenset({ErrorCode.PRODUCER_FENCED})", TXN_TESTS),
     Mutant("txn-refused-record-never-abortable", TM,
-           "if self.transactional_id is not None and not batch.refusals_kept:",
+           "if self.transactional_id is not None and not batch.refusal_kept(exception):",
            "if False:", TXN_TESTS),
     Mutant("txn-gap-needs-no-epoch-bump", TM,
            "self._txn_epoch_bump_required = True   # it may have left a sequence gap",
@@ -203,29 +220,39 @@ MUTANTS: list[Mutant] = [
             return""",
            """            return""", DLQ_TESTS),
     Mutant("dlq-context-headers-always", DL,
-           "if self.policy.context_headers:", "if True:", DLQ_TESTS),
+           "context = tuple(self.context_headers(bad)) if self.policy.context_headers else ()",
+           "context = tuple(self.context_headers(bad))", DLQ_TESTS),
     Mutant("dlq-none-context-written", DL,
-           """        return [(HEADER_PREFIX + name, str(value).encode("utf-8")) for name, value in pairs
-                if value is not None]""",
-           """        return [(HEADER_PREFIX + name, str(value).encode("utf-8")) for name, value in pairs]""",
+           "for name, value in pairs if value is not None]", "for name, value in pairs]",
            DLQ_TESTS),
     Mutant("dlq-log-burst-one-more", DL,
            "if self._logged >= LOG_BURST:", "if self._logged > LOG_BURST:", DLQ_TESTS),
+    Mutant("dlq-context-values-not-capped", DL,
+           """(HEADER_PREFIX + name, cap(str(value).encode("utf-8")))""",
+           """(HEADER_PREFIX + name, str(value).encode("utf-8"))""", DLQ_TESTS),
+    Mutant("dlq-topic-limit-ignored", DL,
+           "return max_record_size if topic_limit is None else min(max_record_size, topic_limit)",
+           "return max_record_size", DLQ_TESTS + PREFLIGHT_TESTS),
+    Mutant("dlq-replayed-context-trusted", DL,
+           "start = len(names) - 1 - names[::-1].index(TOPIC_HEADER)",
+           "start = names.index(TOPIC_HEADER)", DLQ_TESTS),
     Mutant("dlq-errors-by-class-not-summed", DL,
            "self.errors_by_class[name] = self.errors_by_class.get(name, 0) + 1",
            "self.errors_by_class[name] = 1", DLQ_TESTS),
     # --- preflight -----------------------------------------------------------------------------
     Mutant("preflight-runs-when-disabled", PF,
            """    if not config.preflight:
-        return""",
+        return PreflightResult()""",
            """    if not config.preflight:
         pass""", PREFLIGHT_TESTS),
     Mutant("preflight-dlq-never-created", PF,
-           "if dlq in missing and factor is not None:", "if False:", PREFLIGHT_TESTS),
+           "if plan.create is not None and not _exists(found, plan.create):", "if False:",
+           PREFLIGHT_TESTS),
     Mutant("preflight-created-dlq-still-missing", PF,
-           """            missing.remove(dlq)""", """            pass""", PREFLIGHT_TESTS),
+           """            found.update(ask(plan.plain, False))""", """            pass""",
+           PREFLIGHT_TESTS),
     Mutant("preflight-config-error-ignored", PF,
-           "if described.config_error is not None:", "if False:", PREFLIGHT_TESTS),
+           "if description.config_error is not None:", "if False:", PREFLIGHT_TESTS),
     Mutant("preflight-ignores-max-block-ms", PF,
            "timeout_s = min(TIMEOUT_S, max(1.0, producer.max_block_ms / 1000))",
            "timeout_s = TIMEOUT_S", PREFLIGHT_TESTS),
@@ -235,6 +262,76 @@ MUTANTS: list[Mutant] = [
     Mutant("eos-commits-after-a-lost-transaction", EO,
            "break                            # the rest are aborted (see _give_up)",
            "continue", EOS_TESTS),
+    Mutant("eos-probe-not-upward", EO,
+           "scan, end = end, top + FENCE_GAP", "scan, end = end, end", EOS_TESTS),
+    Mutant("eos-probe-gap-of-one", EO, "FENCE_GAP = 8", "FENCE_GAP = 1", EOS_TESTS),
+    Mutant("eos-probe-own-fence-counts-as-use", EO,
+           "fenced.producer_epoch <= window[index] + 1", "fenced.producer_epoch <= window[index]",
+           EOS_TESTS),
+    Mutant("eos-probe-task-use-counts-as-own-fence", EO,
+           "fenced.producer_epoch <= window[index] + 1", "fenced.producer_epoch <= window[index] + 2",
+           EOS_TESTS),
+    Mutant("eos-committed-batch-not-recognised", EO,
+           "return last is not None and last.batch_id == batch_id and last.state == COMMITTED",
+           "return False", EOS_TESTS),
+    Mutant("eos-no-recovery-after-a-failed-record", EO,
+           """            self._record_committed(record)
+        except BaseException:
+            self._forget()
+            raise""",
+           """            self._record_committed(record)
+        except BaseException:
+            raise""", EOS_TESTS),
+    Mutant("eos-expired-id-not-lost", EO,
+           "_LOST = (ProducerFencedError, InvalidTxnStateError, InvalidProducerIdMappingError)",
+           "_LOST = (ProducerFencedError, InvalidTxnStateError)", EOS_TESTS),
+    Mutant("commit-log-invalid-epoch-not-driver-fenced", CL,
+           "if isinstance(error, (ProducerFencedError, InvalidProducerEpochError)):",
+           "if isinstance(error, ProducerFencedError):", EOS_TESTS),
+    Mutant("commit-log-delete-policy-accepted", CL,
+           """if "compact" in policies and ("delete" not in policies or kept):""",
+           """if "compact" in policies:""", EOS_TESTS),
+    Mutant("commit-log-other-query-id-ignored", CL,
+           "other = query_id is not None and last.query_id is not None and last.query_id != query_id",
+           "other = False", EOS_TESTS),
+    # --- cluster replaced, refused batches -----------------------------------------------------
+    Mutant("metadata-cluster-change-unnoticed", MD,
+           """        if previous is None or previous == cluster_id:
+            return None""",
+           """        return None""", CLUSTER_TESTS),
+    Mutant("sender-cluster-change-ignored", SE,
+           "self._txn.cluster_changed(change.previous, change.current)", "pass", CLUSTER_TESTS),
+    Mutant("txn-cluster-change-transactional-goes-on", TM,
+           """        if self.transactional_id is not None:
+            self.fatal_error(ClusterChangedError(""",
+           """        if False:
+            self.fatal_error(ClusterChangedError(""", CLUSTER_TESTS),
+    Mutant("txn-cluster-change-keeps-producer-id", TM,
+           """        if self._state is TransactionState.READY:
+            self.reset_producer_id()
+        elif""",
+           """        if False:
+            self.reset_producer_id()
+        elif""", CLUSTER_TESTS),
+    Mutant("batch-refused-whole-counts-as-alone", PB,
+           "return self.record_count == 1 and is_record_error(error)",
+           "return is_record_error(error)", BATCH_TESTS),
+    # --- OAuth / OIDC --------------------------------------------------------------------------
+    Mutant("oauth-fetch-on-caller-thread", OA,
+           """threading.Thread(target=work, name="oauth-token-refresh", daemon=True).start()""",
+           "work()", OAUTH_TESTS),
+    Mutant("oidc-deadline-per-read-only", OI,
+           "connection._create_connection = deadline.create_connection", "pass", OAUTH_TESTS),
+    Mutant("oidc-follows-redirects", OI,
+           "_NoRedirects(), _HttpHandler(deadline)", "_HttpHandler(deadline)", OAUTH_TESTS),
+    Mutant("urls-user-info-shown", UR,
+           """urllib.parse.urlunsplit((parsed.scheme, netloc, parsed.path, "", ""))""",
+           """urllib.parse.urlunsplit((parsed.scheme, parsed.netloc, parsed.path, "", ""))""",
+           OAUTH_TESTS),
+    Mutant("urls-query-shown", UR,
+           """urllib.parse.urlunsplit((parsed.scheme, netloc, parsed.path, "", ""))""",
+           """urllib.parse.urlunsplit((parsed.scheme, netloc, parsed.path, parsed.query, ""))""",
+           OAUTH_TESTS),
 ]
 
 
@@ -255,6 +352,10 @@ def check_snippet(mutant: Mutant, source: str) -> str | None:
         return "original snippet not found (the code changed: update the mutant)"
     if count > 1:
         return f"original snippet found {count} times (add context to make it unique)"
+    try:
+        compile(source.replace(mutant.original, mutant.replacement, 1), mutant.path, "exec")
+    except SyntaxError as error:
+        return f"the mutated file does not compile (line {error.lineno}: update the mutant)"
     return None
 
 
@@ -275,7 +376,7 @@ def run_pytest(copy: Path, tests: list[str], limit_s: float, basetemp: Path) -> 
     """pytest ``-x`` over ``tests`` in ``copy``: (exit code, or None past ``limit_s``; last lines)."""
     env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-               f"--basetemp={basetemp}", *tests]
+               f"--basetemp={basetemp}", f"--hypothesis-seed={HYPOTHESIS_SEED}", *tests]
     process = subprocess.Popen(command, cwd=copy, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, start_new_session=True)
     try:

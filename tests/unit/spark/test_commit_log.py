@@ -8,10 +8,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from spark_kafka_sink.errors import KafkaError
+from spark_kafka_sink.errors import (InvalidProducerEpochError, KafkaError, KafkaTimeoutError,
+                                     ProducerFencedError)
 from spark_kafka_sink.producer.resumable import ResumableTransaction
 from spark_kafka_sink.spark import commit_log
-from spark_kafka_sink.spark.commit_log import COMMITTED, PREPARED, BatchRecord, CommitLog
+from spark_kafka_sink.spark.commit_log import (COMMITTED, PREPARED, BatchRecord, CommitLog,
+                                               DriverFencedError)
 from spark_kafka_sink.spark.options import SinkConfig
 from spark_kafka_sink.structs import TopicPartition
 
@@ -84,3 +86,46 @@ def test_a_tombstone_is_skipped_and_an_unreadable_record_of_the_prefix_is_an_err
     with pytest.raises(KafkaError, match=r"commit log 'shared-commits', offset 2: unreadable "
                                          r"record for prefix 'q'"):
         CommitLog(config("q")).latest()
+
+
+class RefusingWriter:
+    """The log's transactional writer whose commit fails with ``error``; whether it was closed."""
+
+    def __init__(self, error: BaseException):
+        self.error = error
+        self.closed = False
+
+    def begin_transaction(self) -> None:
+        pass
+
+    def send(self, topic, value, *, key, partition):
+        return None
+
+    def commit_transaction(self, timeout_s) -> None:
+        raise self.error
+
+    def close(self, timeout_s) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("error", [ProducerFencedError("fenced"),
+                                   InvalidProducerEpochError("epoch")])
+def test_an_append_by_a_fenced_writer_says_another_driver_took_over(error):
+    """PRODUCER_FENCED (a newer driver's writer initialized) and INVALID_PRODUCER_EPOCH (the
+    append outlived the writer's transaction, or was fenced mid-way) both mean this driver must
+    stop: DriverFencedError naming the record that was not written, the writer discarded."""
+    log = CommitLog(config("q"))
+    log._producer = writer = RefusingWriter(error)
+    record = BatchRecord.from_json(batch("q", "4", COMMITTED))
+    with pytest.raises(DriverFencedError, match=r"another driver of the query .* took over") as raised:
+        log.append(record)
+    assert str(record) in str(raised.value) and raised.value.__cause__ is error
+    assert writer.closed and log._producer is None
+
+
+def test_an_append_that_times_out_is_not_taken_for_a_fenced_driver():
+    log = CommitLog(config("q"))
+    log._producer = writer = RefusingWriter(KafkaTimeoutError("commit timed out"))
+    with pytest.raises(KafkaTimeoutError):
+        log.append(BatchRecord.from_json(batch("q", "4", COMMITTED)))
+    assert writer.closed and log._producer is None

@@ -262,6 +262,18 @@ def test_a_topic_larger_than_max_request_size_is_cut_in_its_header_and_the_dead_
     assert dead.dead_lettered == 1
 
 
+def test_a_long_exception_message_is_capped_in_its_context_header_though_the_letter_would_fit():
+    """Every context value is capped at CONTEXT_VALUE_MAX, not only when the dead letter is too
+    large: a 100 KB error message fits the limit, yet its header carries its start and size."""
+    dead = DeadLetters(ErrorPolicy("all", dlq_topic="dlq"), TaskContext(7, 3, 1), 1_048_576)
+    error = InvalidRecordError("m" * 100_000)
+    letter = dead.dead_letter(bad(error))
+    message = dict(letter.headers)[HEADER_PREFIX + "exception.message"]
+    assert len(message) == CONTEXT_VALUE_MAX and message.startswith(str(error)[:100].encode())
+    assert message.endswith(f"...[truncated, {len(str(error))} bytes]".encode())
+    assert letter.dropped == ()
+
+
 def test_a_dead_letter_is_sized_against_the_dead_letter_topics_own_limit():
     """A 2,500-byte row with 4 KB of its own headers, a dead-letter topic of 2,000 bytes: the
     value, the key, then the row's headers go; the context headers stay; each drop is noted."""

@@ -135,6 +135,19 @@ def test_with_a_replication_factor_the_sink_creates_the_dead_letter_topic_not_th
     assert all(not auto for names, auto in cluster.describes if "dlq" in names)
 
 
+def test_the_dead_letter_topic_the_sink_created_is_described_at_once_without_a_wait():
+    """Right after creating it the sink describes it again (its limit goes to the tasks); it does
+    not wait out a backoff as for a topic someone else may be creating."""
+    clock = FakeClock()
+    start = clock.monotonic_ms()
+    cluster = FakeCluster({"t": 2_000_000})
+    result = run(cluster, config(topic="t", **DLQ, **{"errors.deadletterqueue.topic.replication.factor": "3"}),
+                 clock)
+    assert result == PreflightResult(1_048_588) and cluster.created == [("dlq", 1, 3)]
+    assert cluster.describes == [(("t",), True), (("dlq",), False), (("dlq",), False)]
+    assert clock.monotonic_ms() == start
+
+
 def test_a_topic_created_a_moment_before_is_asked_for_again_before_it_is_reported_missing():
     clock = FakeClock()
     cluster = FakeCluster({"t": 2_000_000, "dlq": 1_000_000}, late={"dlq": 3})
