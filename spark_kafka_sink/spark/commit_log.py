@@ -34,6 +34,18 @@ start again at 0): :func:`is_replay` refuses it with :class:`CheckpointResetErro
 skipping it. Records without a query id (written by ``KafkaSink.write``, the Data Source, or
 earlier versions) are judged by batch id alone, as before.
 
+**Older batch ids.** Spark only runs the last batch again: a numeric batch id below the log's last
+one (whatever its state), with the query ids equal or either unknown, means a checkpoint restored
+from an older copy (or, query id unknown, a reset): :func:`check_order` refuses it with
+:class:`OlderBatchError` instead of writing its rows again.
+
+**Expiry and ownership.** A writer idle for longer than the brokers'
+``transactional.id.expiration.ms`` is forgotten: its next append is refused
+(INVALID_PRODUCER_ID_MAPPING), and it is made again once, only if the log still ends with the
+record this driver last read or wrote (else :class:`DriverFencedError`). :meth:`CommitLog.begin`
+sends a record and waits for the brokers to accept it before the driver fences any id, and
+commits it afterwards: a fenced driver learns it before it aborts anything.
+
 Values are JSON (``format`` 1; ``query_id`` is optional, so earlier versions read these records
 and this version reads theirs); a record this version cannot read is an error naming the topic
 and offset, never skipped.

@@ -454,7 +454,8 @@ class CommitModel(RuleBasedStateMachine):
         self.process.crash_in, self.process.crash_when = calls, when
 
     @precondition(lambda self: not self.process.killed)
-    @rule(kind=st.sampled_from(["append", "append", "commit", "fence", "latest", "begin_log"]),
+    @rule(kind=st.sampled_from(["append", "append", "commit", "fence", "latest", "begin_log",
+                                    "reread"]),
           when=st.sampled_from(["before", "after"]))
     def a_call_will_time_out(self, kind, when):
         self.process.faults[kind] = when

@@ -272,6 +272,7 @@ class MemoryCommitLog(CommitLog):
         self._handle: FencedId | None = None
         self._pending: list[BatchRecord] = []
         self._one_call = False
+        self._rereading = False
 
     def ensure_topic(self) -> None:
         self.process.call("ensure_topic", lambda: None)
@@ -295,12 +296,19 @@ class MemoryCommitLog(CommitLog):
         self._handle = None
         self._pending = []
 
+    def _take_back(self, record: BatchRecord, error: KafkaError) -> None:
+        self._rereading = True                   # a read to check the log, not a recovery
+        try:
+            super()._take_back(record, error)
+        finally:
+            self._rereading = False
+
     def _read_last(self) -> BatchRecord | None:
         def read():
             key = self.prefix.encode()
             values = [value for k, value in self.process.cluster.commit_log if k == key]
             return BatchRecord.from_json(values[-1]) if values else None
-        return self.process.call("latest", read)
+        return self.process.call("reread" if self._rereading else "latest", read)
 
     def _meta(self, record: BatchRecord) -> TxnMeta:
         cluster = self.process.cluster
