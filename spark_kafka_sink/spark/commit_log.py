@@ -130,8 +130,8 @@ def check_order(last: BatchRecord | None, batch_id: str, query_id: str | None,
         f"records for {TXN_PREFIX} {last.prefix!r}: {last}. Spark only ever runs the last batch "
         f"again, so the checkpoint was restored from an older copy (or deleted and started "
         f"again): writing micro-batch {batch_id} and those after it up to {last.batch_id} again "
-        f"would duplicate their rows in the output. It was not written. Restore the newest checkpoint, or use "
-        f"a new {TXN_PREFIX} to write this query's data again on purpose")
+        f"would duplicate their rows in the output. It was not written. Restore the newest "
+        f"checkpoint, or use a new {TXN_PREFIX} to write this query's data again on purpose")
 
 
 class PendingRecord:

@@ -114,7 +114,7 @@ class FakeWriter:
         if FakeWriter.expire:
             FakeWriter.expire = False
             error = KafkaError("Failing batch since the transaction became abortable")
-            error.__cause__ = InvalidProducerIdMappingError("the producer id is not the coordinator's")
+            error.__cause__ = InvalidProducerIdMappingError("producer id not the coordinator's")
 
             def refused(timeout):
                 raise error

@@ -190,7 +190,7 @@ class CommitModel(RuleBasedStateMachine):
         self.aborted_runs: list[Run] = []
         self.late_runs: list[Run] = []
         self.zombie: tuple | None = None
-        self.older: str | None = None         # the older batch id Spark runs now (an old checkpoint)
+        self.older: str | None = None         # the older batch id Spark runs now
         self.mid_batch = None                 # what happens while the tasks' transactions are open
         self.disturbed = False                # a stale driver acted: errors are not unexpected
         self.last_step_succeeded = False
@@ -454,8 +454,8 @@ class CommitModel(RuleBasedStateMachine):
         self.process.crash_in, self.process.crash_when = calls, when
 
     @precondition(lambda self: not self.process.killed)
-    @rule(kind=st.sampled_from(["append", "append", "commit", "fence", "latest", "begin_log",
-                                    "reread"]),
+    @rule(kind=st.sampled_from(["append", "append", "commit", "fence", "latest",
+                                "begin_log", "reread"]),
           when=st.sampled_from(["before", "after"]))
     def a_call_will_time_out(self, kind, when):
         self.process.faults[kind] = when

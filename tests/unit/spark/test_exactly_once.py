@@ -521,7 +521,7 @@ def test_a_batch_id_older_than_the_logs_last_is_refused_and_not_written(ops, sta
     ops.calls.clear()
     with pytest.raises(OlderBatchError):                  # the Data Source: no query id known
         driver(log, ops).commit_written("0", [txn(0)], 1)
-    assert ops.commits() == [] and {r.batch_id for r in log.records} == {"2"}   # recovery restates 2
+    assert ops.commits() == [] and {r.batch_id for r in log.records} == {"2"}   # restated: 2
 
 
 def test_an_older_batch_id_of_another_query_or_a_write_id_is_not_ordered(ops):

@@ -288,8 +288,9 @@ class MemoryCommitLog(CommitLog):
 
     def _writer(self):
         if self._handle is None:
-            self._handle = self.process.call("init_writer", lambda: self.process.cluster.init_producer_id(
-                self.writer_id, min(WRITER_TIMEOUT_MS, self.process.transaction_timeout_ms)))
+            timeout_ms = min(WRITER_TIMEOUT_MS, self.process.transaction_timeout_ms)
+            self._handle = self.process.call("init_writer", lambda: (
+                self.process.cluster.init_producer_id(self.writer_id, timeout_ms)))
         return self._handle
 
     def _discard_writer(self) -> None:
@@ -327,7 +328,8 @@ class MemoryCommitLog(CommitLog):
 
         def send():
             meta = self._meta(record)
-            meta.state, meta.started_ms, meta.updated_ms = ONGOING, self.process.cluster.now_ms, self.process.cluster.now_ms
+            now = self.process.cluster.now_ms
+            meta.state, meta.started_ms, meta.updated_ms = ONGOING, now, now
             self._pending = [record]
         if self._one_call:
             send()
