@@ -34,6 +34,18 @@ start again at 0): :func:`is_replay` refuses it with :class:`CheckpointResetErro
 skipping it. Records without a query id (written by ``KafkaSink.write``, the Data Source, or
 earlier versions) are judged by batch id alone, as before.
 
+**Older batch ids.** Spark only runs the last batch again: a numeric batch id below the log's last
+one (whatever its state), with the query ids equal or either unknown, means a checkpoint restored
+from an older copy (or, query id unknown, a reset): :func:`check_order` refuses it with
+:class:`OlderBatchError` instead of writing its rows again.
+
+**Expiry and ownership.** A writer idle for longer than the brokers'
+``transactional.id.expiration.ms`` is forgotten: its next append is refused
+(INVALID_PRODUCER_ID_MAPPING), and it is made again once, only if the log still ends with the
+record this driver last read or wrote (else :class:`DriverFencedError`). :meth:`CommitLog.begin`
+sends a record and waits for the brokers to accept it before the driver fences any id, and
+commits it afterwards: a fenced driver learns it before it aborts anything.
+
 Values are JSON (``format`` 1; ``query_id`` is optional, so earlier versions read these records
 and this version reads theirs); a record this version cannot read is an error naming the topic
 and offset, never skipped.
@@ -47,7 +59,10 @@ import time
 from dataclasses import dataclass, replace
 
 from ..admin import READ_COMMITTED, TopicDescription, create_topic, describe_topics, read_partition
-from ..errors import ConfigError, InvalidProducerEpochError, KafkaError, ProducerFencedError
+from ..errors import (
+    ConfigError, InvalidProducerEpochError, InvalidProducerIdMappingError, KafkaError,
+    ProducerFencedError,
+)
 from ..producer.producer import KafkaProducer
 from ..producer.resumable import ResumableTransaction
 from .options import COMMIT_TOPIC, TXN_PREFIX, SinkConfig
@@ -76,6 +91,63 @@ class DriverFencedError(KafkaError):
 class CheckpointResetError(KafkaError):
     """The commit log shows the batch id committed by another streaming query: the checkpoint was
     reset (or replaced) while ``transactional.id.prefix`` was kept."""
+
+
+class OlderBatchError(KafkaError):
+    """Spark runs a micro-batch id older than the last one the commit log records for the prefix:
+    the checkpoint was restored from an older copy (or reset): writing it would duplicate rows."""
+
+
+def _expired(error: BaseException) -> bool:
+    """Whether ``error`` (or what caused it) is INVALID_PRODUCER_ID_MAPPING."""
+    seen = 0
+    while error is not None and seen < 5:
+        if isinstance(error, InvalidProducerIdMappingError):
+            return True
+        error, seen = error.__cause__, seen + 1
+    return False
+
+
+def _numeric(batch_id: str) -> int | None:
+    return int(batch_id) if batch_id.isdigit() else None
+
+
+def check_order(last: BatchRecord | None, batch_id: str, query_id: str | None,
+                topic: str) -> None:
+    """Refuse (:class:`OlderBatchError`) a Spark batch id lower than ``last``'s, the prefix's
+    last record (whatever its state: after ``aborted`` for N Spark runs N again, never less),
+    unless both query ids are known and differ (another query: see :func:`is_replay`). Ids of
+    ``KafkaSink.write`` (``write-<uuid>``) are not ordered."""
+    if last is None:
+        return
+    new, old = _numeric(batch_id), _numeric(last.batch_id)
+    if new is None or old is None or new >= old:
+        return
+    if query_id is not None and last.query_id is not None and last.query_id != query_id:
+        return
+    raise OlderBatchError(
+        f"KafkaSink: micro-batch {batch_id} is older than the last one the commit log {topic!r} "
+        f"records for {TXN_PREFIX} {last.prefix!r}: {last}. Spark only ever runs the last batch "
+        f"again, so the checkpoint was restored from an older copy (or deleted and started "
+        f"again): writing micro-batch {batch_id} and those after it up to {last.batch_id} again "
+        f"would duplicate their rows in the output. It was not written. Restore the newest "
+        f"checkpoint, or use a new {TXN_PREFIX} to write this query's data again on purpose")
+
+
+class PendingRecord:
+    """A commit-log record sent in the writer's open transaction (:meth:`CommitLog.begin`):
+    :meth:`commit` it (or a ``replacement`` sent after it in the same transaction, which readers
+    then take as the prefix's last record), or :meth:`abort` it."""
+
+    def __init__(self, log_: CommitLog, record: BatchRecord):
+        self._log = log_
+        self.record = record
+
+    def commit(self, replacement: BatchRecord | None = None) -> None:
+        self._log._finish(self.record, replacement)
+
+    def abort(self) -> None:
+        self._log._cancel()
 
 
 def writer_id(prefix: str) -> str:
@@ -226,6 +298,8 @@ class CommitLog:
                                    for hp in config.producer_config.bootstrap_servers)
         self._timeout_s = timeout_s
         self._producer: KafkaProducer | None = None
+        self._futures: list = []
+        self._seen: bytes | None = None          # the prefix's last record as this driver knows it
 
     @property
     def writer_id(self) -> str:
@@ -250,6 +324,84 @@ class CommitLog:
         """The prefix's last committed record, or None when it has none. Takes the log over
         first: this driver's writer initializes, fencing every older driver's."""
         self._writer()
+        last = self._read_last()
+        self._seen = None if last is None else last.to_json()
+        return last
+
+    def append(self, record: BatchRecord) -> None:
+        """Write ``record`` in a transaction and wait for its commit (raises if it is not
+        written; :class:`DriverFencedError` when another driver took the log over)."""
+        self.begin(record).commit()
+
+    def begin(self, record: BatchRecord) -> PendingRecord:
+        """Start writing ``record``: the writer's transaction begins and the record is sent and
+        flushed, so the brokers have accepted this writer (a fenced one is refused here, with
+        :class:`DriverFencedError`, and nothing is written). Then :meth:`PendingRecord.commit`
+        (optionally replacing the record) or :meth:`PendingRecord.abort`. A driver verifies this
+        way that it still owns the log before it fences the tasks' ids.
+
+        A writer whose transactional id expired (the query idle for longer than the brokers'
+        ``transactional.id.expiration.ms``: INVALID_PRODUCER_ID_MAPPING) is made again, once, but
+        only if the log still ends with the record this driver last read or wrote (else another
+        driver took over since: :class:`DriverFencedError`)."""
+        if record.prefix != self.prefix:
+            raise ValueError(f"record of prefix {record.prefix!r} in the log of {self.prefix!r}")
+        try:
+            self._guarded(record, lambda: self._start(record))
+        except KafkaError as error:
+            if not _expired(error):
+                raise
+            self._take_back(record, error)
+            self._guarded(record, lambda: self._start(record))
+        return PendingRecord(self, record)
+
+    def _take_back(self, record: BatchRecord, error: KafkaError) -> None:
+        """The writer's id expired: make it again if no other driver wrote since."""
+        last = self._read_last()
+        now = None if last is None else last.to_json()
+        if now != self._seen:
+            raise DriverFencedError(
+                f"KafkaSink: commit log {self.topic!r}: the writer {self.writer_id!r} of "
+                f"{TXN_PREFIX} {self.prefix!r} had expired (idle for longer than the brokers' "
+                f"transactional.id.expiration.ms), and the log's last record for the prefix is "
+                f"now {last}, not what this driver last read or wrote: another driver of the "
+                f"query took over. {record} was not recorded; this driver must stop") from error
+        log.info("KafkaSink: the commit log writer %r had expired (the query was idle longer "
+                 "than transactional.id.expiration.ms); the log is unchanged since this driver's "
+                 "last record: initializing it again", self.writer_id)
+
+    def _finish(self, record: BatchRecord, replacement: BatchRecord | None) -> None:
+        final = record if replacement is None else replacement
+        self._guarded(final, lambda: self._complete(replacement))
+        self._seen = final.to_json()
+
+    def _cancel(self) -> None:
+        """Abort the writer's open transaction (nothing of it becomes visible); on any error
+        the writer is discarded, and the next initialization aborts it."""
+        try:
+            self._abort()
+        except BaseException:
+            self._discard_writer()
+            raise
+
+    def _guarded(self, record: BatchRecord, step) -> None:
+        try:
+            step()
+        except BaseException as error:
+            self._discard_writer()               # the next append starts over: init aborts
+            if isinstance(error, (ProducerFencedError, InvalidProducerEpochError)):
+                raise DriverFencedError(
+                    f"KafkaSink: commit log {self.topic!r}: another driver of the query with "
+                    f"{TXN_PREFIX} {self.prefix!r} took over (its writer {self.writer_id!r} "
+                    f"initialized after this driver's, fencing it; or this append outlived the "
+                    f"writer's transaction timeout). {record} was not recorded; this driver must "
+                    f"stop: {error}") from error
+            raise
+
+    # --- the I/O (replaced by the model test's in-memory log) ---------------------------------
+
+    def _read_last(self) -> BatchRecord | None:
+        """The prefix's last record at ``read_committed``, read without the writer."""
         last = None
         key = self.prefix.encode()
         for record in read_partition(self._bootstrap, self.topic, 0, timeout_s=self._timeout_s,
@@ -263,28 +415,30 @@ class CommitLog:
                                  f"record for prefix {self.prefix!r}: {error}") from error
         return last
 
-    def append(self, record: BatchRecord) -> None:
-        """Write ``record`` in a transaction and wait for its commit (raises if it is not
-        written; :class:`DriverFencedError` when another driver took the log over)."""
-        if record.prefix != self.prefix:
-            raise ValueError(f"record of prefix {record.prefix!r} in the log of {self.prefix!r}")
-        try:
-            producer = self._writer()
-            producer.begin_transaction()
-            future = producer.send(self.topic, record.to_json(), key=self.prefix.encode(),
-                                   partition=0)
-            producer.commit_transaction(self._timeout_s)
+    def _start(self, record: BatchRecord) -> None:
+        producer = self._writer()
+        producer.begin_transaction()
+        self._send(producer, record)
+        producer.flush(self._timeout_s)
+        self._futures[-1].result(timeout=self._timeout_s)   # refused if this writer is fenced
+
+    def _complete(self, replacement: BatchRecord | None) -> None:
+        producer = self._writer()
+        if replacement is not None:
+            self._send(producer, replacement)
+        producer.commit_transaction(self._timeout_s)
+        for future in self._futures:
             future.result(timeout=self._timeout_s)
-        except BaseException as error:
-            self._discard_writer()               # the next append starts over: init aborts
-            if isinstance(error, (ProducerFencedError, InvalidProducerEpochError)):
-                raise DriverFencedError(
-                    f"KafkaSink: commit log {self.topic!r}: another driver of the query with "
-                    f"{TXN_PREFIX} {self.prefix!r} took over (its writer {self.writer_id!r} "
-                    f"initialized after this driver's, fencing it; or this append outlived the "
-                    f"writer's transaction timeout). {record} was not recorded; this driver must "
-                    f"stop: {error}") from error
-            raise
+        self._futures = []
+
+    def _abort(self) -> None:
+        self._futures = []
+        if self._producer is not None:
+            self._producer.abort_transaction(self._timeout_s)
+
+    def _send(self, producer: KafkaProducer, record: BatchRecord) -> None:
+        self._futures.append(producer.send(self.topic, record.to_json(), key=self.prefix.encode(),
+                                           partition=0))
 
     def _writer(self) -> KafkaProducer:
         """The transactional writer, initialized (which fences older drivers' writers)."""
@@ -303,6 +457,7 @@ class CommitLog:
         return self._producer
 
     def _discard_writer(self) -> None:
+        self._futures = []
         producer, self._producer = self._producer, None
         if producer is not None:
             producer.close(0)

@@ -72,7 +72,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, replace
-from typing import Iterable, Protocol, Sequence
+from typing import Callable, Iterable, Protocol, Sequence
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import ProducerConfig
@@ -82,7 +82,9 @@ from ..errors import (
 from ..producer.resumable import (
     FencedId, ResumableTransaction, commit_resumable, fence_transactional_ids,
 )
-from .commit_log import ABORTED, COMMITTED, PREPARED, BatchRecord, CommitLog, is_replay
+from .commit_log import (
+    ABORTED, COMMITTED, PREPARED, BatchRecord, CommitLog, OlderBatchError, check_order, is_replay,
+)
 from .options import SinkConfig
 
 log = logging.getLogger(__name__)
@@ -195,6 +197,7 @@ class ExactlyOnceDriver:
         try:
             if not self._recovered:
                 recovery = self._recover()
+            check_order(self._last, batch_id, query_id, self._log.topic)
             if is_replay(self._last, batch_id, query_id, self._log.topic):
                 log.info("KafkaSink: micro-batch %s was already committed (%d transactions, "
                          "recorded in %r): a replay, skipped", batch_id,
@@ -228,8 +231,10 @@ class ExactlyOnceDriver:
         try:
             if not self._recovered:
                 self._recover(fence=False)
+            check_order(self._last, batch_id, self._query_id, self._log.topic)
             if self._is_committed(batch_id):
-                self._ops.fence([t.transactional_id for t in transactions])
+                self._owning(self._restated(), lambda: len(
+                    self._ops.fence([t.transactional_id for t in transactions])))
                 log.info("KafkaSink: micro-batch %s was already committed (recorded in %r): a "
                          "replay; its %d new transaction(s) were aborted", batch_id,
                          self._log.topic, len(transactions))
@@ -271,19 +276,19 @@ class ExactlyOnceDriver:
         try:
             if not self._recovered:
                 self._recover(fence=False)
-            if partitions is None:
-                fenced = self._fence_upward()
-            else:
-                fenced = len(self._ops.fence([self._id(p) for p in range(partitions)]))
-                self._grow(partitions)
+            older = self._older(batch_id)
+            replay = self._is_committed(batch_id)
+            first = (self._restated() if replay or older is not None else
+                     self._record(batch_id, ABORTED, partitions or 0, ()))
+            fenced = self._owning(first, lambda: self._fence_batch(partitions))
             ms = self._ms_since(started)
-            if self._is_committed(batch_id):
-                self._persist()
+            if older is not None:
+                raise older
+            if replay:
                 log.warning("KafkaSink: micro-batch %s failed, but it was committed already "
                             "(recorded in %r): the failed job was a replay; its transactions "
                             "were aborted and the batch stays committed", batch_id, self._log.topic)
                 return BatchCommit(batch_id, 0, fenced, ms, replay=True)
-            self._append(self._record(batch_id, ABORTED, partitions or 0, ()))
         except BaseException:
             self._forget()
             raise
@@ -295,6 +300,42 @@ class ExactlyOnceDriver:
 
     def close(self) -> None:
         self._log.close()
+
+    def _fence_batch(self, partitions: int | None) -> int:
+        if partitions is None:
+            return self._fence_upward()
+        fenced = len(self._ops.fence([self._id(p) for p in range(partitions)]))
+        self._grow(partitions)
+        return fenced
+
+    def _older(self, batch_id: str) -> OlderBatchError | None:
+        try:
+            check_order(self._last, batch_id, self._query_id, self._log.topic)
+        except OlderBatchError as error:
+            return error
+        return None
+
+    def _owning(self, first: BatchRecord, fence: Callable[[], int]) -> int:
+        """Fence (``fence()``: how many ids) only while this driver owns the commit log: the
+        writer's transaction begins with ``first`` sent and flushed (a driver another one took
+        over from is refused there, :class:`~.commit_log.DriverFencedError`, before it fences any
+        task of the new driver's batch); then the ids are fenced, and the transaction commits
+        ``first`` with what fencing learnt (aborted if fencing fails). What remains: a driver that
+        takes over between that flush and the fence, and starts a batch whose tasks write in
+        that time, has those transactions aborted; that batch fails and runs again."""
+        pending = self._log.begin(first)
+        try:
+            fenced = fence()
+        except BaseException:
+            try:
+                pending.abort()
+            except Exception as error:  # noqa: BLE001 - the fence's error is the one to raise
+                log.debug("KafkaSink: aborting the commit log's transaction failed: %r", error)
+            raise
+        final = replace(first, max_partitions=self._used, probe_epochs=self._window)
+        pending.commit(None if final == first else replace(final, written_ms=self._clock.now_ms()))
+        self._last = final
+        return fenced
 
     # --- recovery -----------------------------------------------------------------------------
 
@@ -469,13 +510,15 @@ class ExactlyOnceDriver:
     def _persist(self) -> None:
         """Write the last record again with what fencing learnt (the log's first record of a
         prefix, before any batch, has batch id ``""``)."""
+        self._append(self._restated())
+
+    def _restated(self) -> BatchRecord:
+        """The last record with what fencing learnt (``""``, aborted, before any batch)."""
         last = self._last
         if last is None:
-            record = self._record("", ABORTED, 0, ())
-        else:
-            record = replace(last, max_partitions=self._used, probe_epochs=self._window,
-                             written_ms=self._clock.now_ms())
-        self._append(record)
+            return self._record("", ABORTED, 0, ())
+        return replace(last, max_partitions=self._used, probe_epochs=self._window,
+                       written_ms=self._clock.now_ms())
 
     def _append(self, record: BatchRecord) -> None:
         self._log.append(record)

@@ -39,18 +39,32 @@ def _closing(*drivers):
 def test_a_newer_driver_fences_the_older_ones_commit_log_writer(kafka):
     """Two drivers of one query (a driver restarted while the old one still runs): once the
     newer one has recovered, the older one's append is refused, so its ``aborted`` cannot land
-    after the newer one's ``committed``; the log keeps the newer driver's record."""
-    config = _config(kafka.bootstrap_servers, f"eol-{uuid.uuid4().hex[:8]}")
+    after the newer one's ``committed``; the log keeps the newer driver's record. The older
+    driver's abort learns that it was fenced before it fences any id: the newer driver's task,
+    writing meanwhile, keeps its transaction and commits."""
+    bootstrap = kafka.bootstrap_servers
+    config = _config(bootstrap, f"eol-{uuid.uuid4().hex[:8]}")
+    topic = f"eol-stale-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 1)
     old, new = ExactlyOnceDriver(config), ExactlyOnceDriver(config)
+    task = KafkaProducer({"bootstrap.servers": bootstrap, "linger.ms": 0,
+                          "transactional.id": config.transactional_id(0)})
     try:
         assert not old.begin_batch("7", 1).replay           # the old driver runs batch 7...
         assert not new.begin_batch("7", 1).replay           # ...when its replacement starts
-        new.commit_batch("7", [], 1)
+        task.init_transactions()                             # the new driver's task
+        task.begin_transaction()
+        task.send(topic, b"row", key=b"row").result(timeout=30)
+        task.flush()
+        handed = task.resumable_transaction()
         with pytest.raises(DriverFencedError, match=r"another driver of the query with "
                                                     r"transactional.id.prefix .* took over"):
             old.abort_batch("7", 1)                          # its job "failed" meanwhile
+        new.commit_batch("7", [handed], 1)                   # not aborted by the old driver
     finally:
+        task.close(0)
         _closing(old, new)
+    assert [r.value for r in consume_all(bootstrap, topic, 1, expected_count=1)[0]] == [b"row"]
     log = CommitLog(config)
     try:
         assert log.latest().state == COMMITTED

@@ -225,7 +225,11 @@ def test_a_failed_replay_keeps_the_batch_committed_on_the_real_log(kafka):
         finally:
             reader.close()
         assert (last.batch_id, last.state, last.max_partitions) == ("5", COMMITTED, 3)
-        assert ExactlyOnceDriver(config, commit_log=log).commit_written("5", [], 2).replay
+        replayed = ExactlyOnceDriver(config)         # a fresh driver (and log), as each step's
+        try:                                         # (the reader's writer fenced ``log``'s)
+            assert replayed.commit_written("5", [], 2).replay
+        finally:
+            replayed.close()
     finally:
         log.close()
 

@@ -5,17 +5,21 @@ own records. The broker round trip runs in tests/spark/test_exactly_once.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import pytest
 
-from spark_kafka_sink.errors import (InvalidProducerEpochError, KafkaError, KafkaTimeoutError,
-                                     ProducerFencedError)
+from spark_kafka_sink.errors import (InvalidProducerEpochError, InvalidProducerIdMappingError,
+                                     KafkaError, KafkaTimeoutError, ProducerFencedError)
 from spark_kafka_sink.producer.resumable import ResumableTransaction
 from spark_kafka_sink.spark import commit_log
 from spark_kafka_sink.spark.commit_log import (COMMITTED, PREPARED, BatchRecord, CommitLog,
                                                DriverFencedError)
 from spark_kafka_sink.spark.options import SinkConfig
 from spark_kafka_sink.structs import TopicPartition
+
+
+MAKE_WRITER = CommitLog._writer
 
 
 @dataclass(frozen=True)
@@ -99,10 +103,16 @@ class RefusingWriter:
         pass
 
     def send(self, topic, value, *, key, partition):
-        return None
+        return SimpleNamespace(result=lambda timeout: None)
+
+    def flush(self, timeout_s) -> None:
+        pass
 
     def commit_transaction(self, timeout_s) -> None:
         raise self.error
+
+    def abort_transaction(self, timeout_s) -> None:
+        pass
 
     def close(self, timeout_s) -> None:
         self.closed = True
@@ -129,3 +139,84 @@ def test_an_append_that_times_out_is_not_taken_for_a_fenced_driver():
     with pytest.raises(KafkaTimeoutError):
         log.append(BatchRecord.from_json(batch("q", "4", COMMITTED)))
     assert writer.closed and log._producer is None
+
+
+class FakeWriter:
+    """The commit log's transactional producer over the fake topic: a record becomes visible
+    when its transaction commits; ``expire`` makes the next send fail as a writer whose
+    transactional id the coordinator forgot (INVALID_PRODUCER_ID_MAPPING)."""
+
+    made: list[FakeWriter] = []
+    expire = False
+
+    def __init__(self, write):
+        self.write = write
+        self.pending: list[tuple[str, bytes]] = []
+        FakeWriter.made.append(self)
+
+    def init_transactions(self, timeout):
+        pass
+
+    def begin_transaction(self):
+        self.pending = []
+
+    def send(self, topic, value, *, key, partition):
+        future = SimpleNamespace(result=lambda timeout: None)
+        if FakeWriter.expire:
+            FakeWriter.expire = False
+            error = KafkaError("Failing batch since the transaction became abortable")
+            error.__cause__ = InvalidProducerIdMappingError("producer id not the coordinator's")
+
+            def refused(timeout):
+                raise error
+            future = SimpleNamespace(result=refused)
+        self.pending.append((key.decode(), value))
+        return future
+
+    def flush(self, timeout):
+        pass
+
+    def commit_transaction(self, timeout):
+        for key, value in self.pending:
+            self.write(key, value)
+        self.pending = []
+
+    def abort_transaction(self, timeout):
+        self.pending = []
+
+    def close(self, timeout=None):
+        pass
+
+
+@pytest.fixture
+def writer(shared_topic, monkeypatch):
+    """The shared topic with the log's real writer over :class:`FakeWriter`."""
+    write, _ = shared_topic
+    monkeypatch.setattr(CommitLog, "_writer", MAKE_WRITER)
+    FakeWriter.made, FakeWriter.expire = [], False
+    monkeypatch.setattr(commit_log, "KafkaProducer", lambda config: FakeWriter(write))
+    return write
+
+
+def test_an_expired_writer_is_made_again_when_the_log_still_ends_with_this_drivers_record(writer):
+    writer("q", batch("q", "0", COMMITTED))
+    log = CommitLog(config("q"))
+    assert log.latest().batch_id == "0"
+    FakeWriter.expire = True                    # the query was idle past the expiration
+    log.append(BatchRecord.from_json(batch("q", "1", PREPARED)))
+    assert len(FakeWriter.made) == 2
+    assert log.latest().batch_id == "1"
+
+
+def test_an_expired_writer_is_not_made_again_when_another_driver_wrote_since(writer):
+    writer("q", batch("q", "0", COMMITTED))
+    log = CommitLog(config("q"))
+    log.latest()
+    writer("q", batch("q", "1", COMMITTED))     # another driver took over after the expiry
+    FakeWriter.expire = True
+    with pytest.raises(commit_log.DriverFencedError, match=r"'q-commit-log' of transactional.id."
+                                                            r"prefix 'q' had expired.*micro-batch "
+                                                            r"1 \(committed\).*another driver"):
+        log.append(BatchRecord.from_json(batch("q", "2", PREPARED)))
+    assert len(FakeWriter.made) == 1
+    assert log.latest().batch_id == "1"

@@ -47,7 +47,9 @@ from hypothesis.stateful import (
 from spark_kafka_sink.errors import KafkaError, KafkaTimeoutError
 from spark_kafka_sink.producer.resumable import ResumableTransaction
 from spark_kafka_sink.spark import sink as sink_module
-from spark_kafka_sink.spark.commit_log import ABORTED, COMMITTED, PREPARED
+from spark_kafka_sink.spark.commit_log import (
+    ABORTED, COMMITTED, PREPARED, DriverFencedError, OlderBatchError,
+)
 from spark_kafka_sink.spark.compat import has_data_source_api
 from spark_kafka_sink.spark.exactly_once import ExactlyOnceDriver
 from spark_kafka_sink.spark.metrics import SinkTaskMetrics
@@ -128,7 +130,7 @@ class ModelDriver(ExactlyOnceDriver):
 
 def make_driver(config: SinkConfig, **_: object) -> ExactlyOnceDriver:
     process = ACTING.process
-    return ModelDriver(config, commit_log=MemoryCommitLog(process, PREFIX, config.commit_topic),
+    return ModelDriver(config, commit_log=MemoryCommitLog(process, config),
                        transactions=process)
 
 
@@ -188,6 +190,8 @@ class CommitModel(RuleBasedStateMachine):
         self.aborted_runs: list[Run] = []
         self.late_runs: list[Run] = []
         self.zombie: tuple | None = None
+        self.older: str | None = None         # the older batch id Spark runs now
+        self.mid_batch = None                 # what happens while the tasks' transactions are open
         self.disturbed = False                # a stale driver acted: errors are not unexpected
         self.last_step_succeeded = False
         self._new_process()
@@ -231,12 +235,25 @@ class CommitModel(RuleBasedStateMachine):
             ok = False
             if isinstance(error, JobFailed) and job_failed:
                 pass
+            elif isinstance(error, OlderBatchError) and self.older is not None:
+                self._check_older(str(error))
             elif not (expected or self.disturbed or self._timeout_problem(error)):
                 self.problems.append(f"unexpected error with no fault injected: "
                                      f"{type(error).__name__}: {error}")
             if isinstance(error, KafkaError) and not isinstance(error, KafkaTimeoutError):
                 self._check_names(str(error))
         return ok
+
+    def _check_older(self, message: str) -> None:
+        """The refusal of an older batch id names it, the log's last one, the prefix and topic,
+        and what to do."""
+        last = self.cluster.appended[-1].batch_id if self.cluster.appended else None
+        for part in (f"micro-batch {self.older} ", f"micro-batch {last} ", repr(PREFIX),
+                     repr(self.config.commit_topic), "It was not written", "checkpoint",
+                     "transactional.id.prefix"):
+            if part not in message:
+                self.problems.append(f"the refusal of older micro-batch {self.older} does not "
+                                     f"name {part!r}: {message}")
 
     def _timeout_problem(self, error: BaseException) -> bool:
         return self.timeout_ms > MAX_TIMEOUT_MS and "transaction.timeout.ms" in str(error)
@@ -309,6 +326,8 @@ class CommitModel(RuleBasedStateMachine):
                 handed = self._tasks(run, partitions, dict(failures), fail_job)
                 if any(t is None for t in handed):
                     raise JobFailed(f"micro-batch {batch}: a task failed 2 times")
+                if self.mid_batch is not None:
+                    self.mid_batch(run)
                 self.cluster.advance(delay_ms)
                 return handed
 
@@ -371,8 +390,26 @@ class CommitModel(RuleBasedStateMachine):
         """Spark runs the batch that just succeeded again (its checkpoint did not record it), in
         the same driver, with another partition count. Only the last: an older batch id means a
         checkpoint restored from an older copy, which a log of each prefix's last record cannot
-        tell from new data (the driver writes it again)."""
+        tell from new data (refused: ``spark_runs_an_older_batch``)."""
         self.last_step_succeeded = self._run_batch(str(self.next_batch - 1), partitions, {}, False, 0)
+
+    @precondition(lambda self: self.running and not self.process.killed and self.next_batch >= 2)
+    @rule(back=st.integers(1, 3), partitions=st.integers(1, 4))
+    def spark_runs_an_older_batch(self, back, partitions):
+        """The checkpoint was restored from an older copy (or, for the Data Source, whose query
+        id is unknown, reset): Spark runs a batch id older than the last one. It is refused,
+        naming what happened, and nothing of it is written (its rows would appear twice)."""
+        batch = str(max(0, self.next_batch - 1 - back))
+        self.older = batch
+        armed = self._armed()
+        try:
+            ok = self._run_batch(batch, partitions, {}, False, 0)
+        finally:
+            self.older = None
+        if ok and not armed:
+            self.problems.append(f"micro-batch {batch}, older than the log's last, was not refused")
+        self.running = False                     # the user restores the newest checkpoint
+        self.last_step_succeeded = False
 
     @precondition(lambda self: self.runs)
     @rule(partition=st.integers(0, 5))
@@ -417,7 +454,8 @@ class CommitModel(RuleBasedStateMachine):
         self.process.crash_in, self.process.crash_when = calls, when
 
     @precondition(lambda self: not self.process.killed)
-    @rule(kind=st.sampled_from(["append", "append", "commit", "fence", "latest"]),
+    @rule(kind=st.sampled_from(["append", "append", "commit", "fence", "latest",
+                                "begin_log", "reread"]),
           when=st.sampled_from(["before", "after"]))
     def a_call_will_time_out(self, kind, when):
         self.process.faults[kind] = when
@@ -453,6 +491,48 @@ class CommitModel(RuleBasedStateMachine):
         self._new_process()
         self.running = False
         self.last_step_succeeded = False
+
+    @precondition(lambda self: self.zombie is not None and self.running
+                  and not self.process.killed and self.flavour.startswith("foreachBatch")
+                  and not self._armed())
+    @rule(partitions=st.integers(1, 4))
+    def a_stale_driver_aborts_during_a_batch(self, partitions):
+        """The stale driver's job fails while the new driver's batch runs, its tasks'
+        transactions open: the stale driver learns it is fenced before it fences any id, so the
+        new driver's batch is not aborted."""
+        process, driver, batch, stale_partitions, _ = self.zombie
+        self.zombie = None
+
+        def stale_abort(run: Run) -> None:
+            self.mid_batch = None
+            self.disturbed = True
+            ACTING.process = process
+            try:
+                driver.abort_batch(batch, stale_partitions)
+                self.problems.append("the stale driver's abort_batch returned: it was not told "
+                                     "that another driver took over")
+            except DriverFencedError:
+                pass
+            except KafkaError as error:
+                self._check_names(str(error))
+            finally:
+                ACTING.process = self.process
+            aborted = sorted({r.transactional_id for r in self.cluster.records
+                              if r.run == run.number and r.status == "aborted"})
+            if aborted:
+                self.problems.append(f"the stale driver aborted the transactions {aborted} of "
+                                     f"the new driver's micro-batch {run.batch}")
+
+        self.mid_batch = stale_abort
+        self.last_step_succeeded = False
+        next_batch = str(self.next_batch)
+        try:
+            if self._run_batch(next_batch, partitions, {}, False, 0):
+                self.completed.add(next_batch)
+                self.next_batch += 1
+                self.last_step_succeeded = True
+        finally:
+            self.mid_batch = None
 
     @precondition(lambda self: self.zombie is not None)
     @rule()
@@ -647,6 +727,20 @@ FOUND = {
             ("run_batch", {**BATCH, "partitions": 2}), ("a_lost_task_writes_late", {"partition": 0}),
             NEW_PROCESS, ("driver_will_be_killed", {"calls": 5, "when": "after"}),
             ("run_batch", BATCH), NEW_PROCESS, ("run_batch", BATCH)]),
+    # A checkpoint restored from an older copy (or, with the Data Source, reset): Spark ran
+    # micro-batch 0 after 1, and the driver wrote its rows again.
+    **{f"an older batch id is refused ({start['flavour']})": (start, [
+        ("run_batch", BATCH), ("run_batch", BATCH),
+        ("spark_runs_an_older_batch", {"back": 1, "partitions": 1})]) for start in (FB, DS)},
+    # The query was idle longer than transactional.id.expiration.ms: the commit log's writer had
+    # expired, and the next batch failed with INVALID_PRODUCER_ID_MAPPING.
+    "the commit log's writer is made again after its id expired": (FB, [
+        ("run_batch", BATCH), ("time_passes", {"ms": EXPIRATION_MS + 1}), ("run_batch", BATCH)]),
+    # A driver cut off mid-batch failed its job while its replacement ran the batch again: its
+    # abort fenced the ids before its commit-log append was refused, aborting the new batch.
+    "a stale driver's abort does not abort the new driver's batch": (FB, [
+        ("the_driver_is_cut_off_mid_batch", {"partitions": 1}), RESTART,
+        ("a_stale_driver_aborts_during_a_batch", {"partitions": 1})]),
 }
 
 

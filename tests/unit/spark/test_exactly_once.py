@@ -18,8 +18,8 @@ from spark_kafka_sink.errors import (
 )
 from spark_kafka_sink.producer.resumable import ResumableTransaction
 from spark_kafka_sink.spark.commit_log import (
-    ABORTED, COMMITTED, PREPARED, BatchRecord, CheckpointResetError, is_replay, judge_topic,
-    writer_id,
+    ABORTED, COMMITTED, PREPARED, BatchRecord, CheckpointResetError, DriverFencedError,
+    OlderBatchError, is_replay, judge_topic, writer_id,
 )
 from spark_kafka_sink.spark.exactly_once import FENCE_GAP, ExactlyOnceDriver, FencedId
 from spark_kafka_sink.spark.options import SinkConfig
@@ -64,6 +64,20 @@ class MemoryLog:
             self.fail.discard(record.state)
             raise KafkaTimeoutError("Expiring 1 record(s) for spark-kafka-sink-commits.q-0")
         self.records.append(record)
+
+    def begin(self, record):
+        """A record sent in an open transaction (``CommitLog.begin``): appended on commit."""
+        log = self
+
+        class Pending:
+            def commit(self, replacement=None):
+                log.append(record)
+                if replacement is not None:
+                    log.append(replacement)
+
+            def abort(self):
+                pass
+        return Pending()
 
     def close(self):
         self.closed = True
@@ -493,3 +507,55 @@ def test_speculation_is_refused_with_exactly_once():
         _refuse_speculation(_Frame({"spark.speculation": "true"}))
     _refuse_speculation(_Frame({"spark.speculation": "false"}))
     _refuse_speculation(_Frame({}))
+
+
+@pytest.mark.parametrize("state", [COMMITTED, ABORTED, PREPARED])
+def test_a_batch_id_older_than_the_logs_last_is_refused_and_not_written(ops, state):
+    log = MemoryLog([BatchRecord("q", "2", state, 1, (), 1, query_id="query-a")])
+    with pytest.raises(OlderBatchError, match=r"micro-batch 1 is older than the last one the "
+                       r"commit log 'spark-kafka-sink-commits.q' records for transactional.id."
+                       r"prefix 'q': micro-batch 2 of streaming query query-a.*duplicate.*not "
+                       r"written. Restore the newest checkpoint, or use a new "
+                       r"transactional.id.prefix"):
+        driver(log, ops).begin_batch("1", 1, "query-a")
+    ops.calls.clear()
+    with pytest.raises(OlderBatchError):                  # the Data Source: no query id known
+        driver(log, ops).commit_written("0", [txn(0)], 1)
+    assert ops.commits() == [] and {r.batch_id for r in log.records} == {"2"}   # restated: 2
+
+
+def test_an_older_batch_id_of_another_query_or_a_write_id_is_not_ordered(ops):
+    log = MemoryLog([BatchRecord("q", "7", COMMITTED, 1, (), 1, query_id="query-a")])
+    assert not driver(log, ops).begin_batch("3", 1, "query-b").replay    # another query's ids
+    log = MemoryLog([BatchRecord("q", "7", COMMITTED, 1, (), 1)])
+    assert not driver(log, ops).begin_batch("write-5f0c", 1).replay      # KafkaSink.write
+    assert driver(log, ops).begin_batch("7", 1).replay                   # the last one: a replay
+
+
+def test_the_abort_of_an_older_batch_fences_its_tasks_but_records_nothing_of_it(ops):
+    log = MemoryLog([BatchRecord("q", "4", COMMITTED, 1, (), 1)])
+    ops.use(0)
+    with pytest.raises(OlderBatchError, match="micro-batch 2 is older"):
+        driver(log, ops).abort_batch("2", 1)
+    assert not ops.open and [r.batch_id for r in log.records] == ["4", "4"]
+
+
+class FencedLog(MemoryLog):
+    """A log whose writer another driver has fenced: nothing can be begun or appended."""
+
+    def begin(self, record):
+        raise DriverFencedError("another driver took over")
+
+    append = begin
+
+
+def test_a_stale_driver_learns_it_is_fenced_before_it_fences_any_id(ops):
+    log = FencedLog([BatchRecord("q", "3", COMMITTED, 2, (), 2)])
+    eos = driver(log, ops)
+    eos._last, eos._used, eos._recovered = log.records[-1], 2, True    # mid-batch 4
+    ops.use(0, 1)                                                      # the new driver's tasks
+    for partitions in (2, None):
+        with pytest.raises(DriverFencedError):
+            eos.abort_batch("4", partitions)
+        eos._last, eos._recovered = log.records[-1], True
+    assert ops.calls == [] and ops.open == set(ids(0, 1))

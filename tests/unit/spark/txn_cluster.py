@@ -31,8 +31,7 @@ from spark_kafka_sink.errors import (
     KafkaTimeoutError, ProducerFencedError,
 )
 from spark_kafka_sink.producer.resumable import ResumableTransaction
-from spark_kafka_sink.spark import commit_log as commit_log_module
-from spark_kafka_sink.spark.commit_log import BatchRecord
+from spark_kafka_sink.spark.commit_log import BatchRecord, CommitLog
 from spark_kafka_sink.spark.exactly_once import FencedId
 from spark_kafka_sink.structs import TopicPartition
 
@@ -41,9 +40,8 @@ DATA_TOPIC = "t"
 DATA_PARTITIONS = 3
 
 
-DriverFencedError = getattr(commit_log_module, "DriverFencedError", None)
-FENCING_LOG = DriverFencedError is not None
-"""Whether the commit log has one fencing writer per query (a transactional producer whose
+FENCING_LOG = True
+"""The commit log has one fencing writer per query (a transactional producer whose
 initialization, before each read of the log, fences every older driver's writer)."""
 WRITER_TIMEOUT_MS = 30_000
 
@@ -191,7 +189,8 @@ class Cluster:
 
     def open_ids(self, prefix: str) -> list[str]:
         return sorted(tid for tid, meta in self.txns.items()
-                      if meta.state == ONGOING and tid.startswith(prefix + "-"))
+                      if meta.state == ONGOING and tid.startswith(prefix + "-")
+                      and not tid.endswith("-commit-log"))
 
     # --- the commit-log topic ---------------------------------------------------------------------
 
@@ -258,60 +257,104 @@ class Process:
             self.cluster.init_producer_id(tid, self.transaction_timeout_ms) for tid in ids))
 
 
-class MemoryCommitLog:
-    """The ``CommitLog`` interface over the cluster's commit-log topic, for one driver. Where the
-    real log fences (``FENCING_LOG``), so does this one: ``latest()`` first initializes this
-    driver's writer (``<prefix>-commit-log``: InitProducerId, fencing older drivers' writers), and
-    an append by a fenced writer raises ``DriverFencedError``, writing nothing."""
+class MemoryCommitLog(CommitLog):
+    """The real ``CommitLog`` (its appends, the writer's expiry and its fencing), with its I/O
+    over the cluster's commit-log topic, for one driver: ``latest()`` first initializes this
+    driver's writer (``<prefix>-commit-log``: InitProducerId, fencing older drivers' writers and
+    aborting their open transaction); a record is sent in the writer's transaction (refused if
+    the writer is fenced: ``DriverFencedError``; or its id expired: INVALID_PRODUCER_ID_MAPPING)
+    and appended to the topic when it commits. An ``append`` is one call to the cluster (kind
+    ``append``); a ``begin`` (before a fence) is one more (kind ``begin_log``)."""
 
-    def __init__(self, process: Process, prefix: str, topic: str):
+    def __init__(self, process: Process, config):
+        super().__init__(config)
         self.process = process
-        self.prefix = prefix
-        self.topic = topic
-        self.writer_id = prefix + "-commit-log"
-        self._writer = None
+        self._handle: FencedId | None = None
+        self._pending: list[BatchRecord] = []
+        self._one_call = False
+        self._rereading = False
 
     def ensure_topic(self) -> None:
         self.process.call("ensure_topic", lambda: None)
 
-    def latest(self) -> BatchRecord | None:
+    def append(self, record: BatchRecord) -> None:
+        self._one_call = True
+        try:
+            super().append(record)
+        finally:
+            self._one_call = False
+
+    # --- the I/O ----------------------------------------------------------------------------------
+
+    def _writer(self):
+        if self._handle is None:
+            timeout_ms = min(WRITER_TIMEOUT_MS, self.process.transaction_timeout_ms)
+            self._handle = self.process.call("init_writer", lambda: (
+                self.process.cluster.init_producer_id(self.writer_id, timeout_ms)))
+        return self._handle
+
+    def _discard_writer(self) -> None:
+        self._handle = None
+        self._pending = []
+
+    def _take_back(self, record: BatchRecord, error: KafkaError) -> None:
+        self._rereading = True                   # a read to check the log, not a recovery
+        try:
+            super()._take_back(record, error)
+        finally:
+            self._rereading = False
+
+    def _read_last(self) -> BatchRecord | None:
         def read():
             key = self.prefix.encode()
             values = [value for k, value in self.process.cluster.commit_log if k == key]
             return BatchRecord.from_json(values[-1]) if values else None
-        if FENCING_LOG and self._writer is None:
-            self._writer = self.process.call("init_writer", self._init_writer)
-        return self.process.call("latest", read)
+        return self.process.call("reread" if self._rereading else "latest", read)
 
-    def append(self, record: BatchRecord) -> None:
-        if record.prefix != self.prefix:
-            raise ValueError(f"record of prefix {record.prefix!r} in the log of {self.prefix!r}")
+    def _meta(self, record: BatchRecord) -> TxnMeta:
         cluster = self.process.cluster
-        if not FENCING_LOG:
-            self.process.call("append", lambda: cluster.log_append(self.prefix.encode(), record))
-            return
+        cluster.tick()
+        meta = cluster.txns.get(self.writer_id)
+        if meta is None or meta.producer_id != self._handle.producer_id:
+            raise InvalidProducerIdMappingError(f"commit log writer {self.writer_id!r}: unknown "
+                                                "producer id (expired)")
+        if meta.epoch != self._handle.producer_epoch:
+            raise ProducerFencedError(f"commit log writer {self.writer_id!r}: epoch "
+                                      f"{self._handle.producer_epoch} is fenced by {meta.epoch}")
+        return meta
 
-        def write():
-            writer = self._writer or self._init_writer()
-            self._writer = writer
-            cluster.tick()
-            meta = cluster.txns.get(self.writer_id)
-            if meta is None or meta.producer_id != writer.producer_id:
-                raise KafkaError(f"commit log writer {self.writer_id!r}: INVALID_PRODUCER_ID_MAPPING")
-            if meta.epoch != writer.producer_epoch:
-                raise DriverFencedError(f"commit log {self.topic!r}: another driver took over; "
-                                        f"{record} was not recorded")
-            meta.updated_ms = cluster.now_ms
-            cluster.log_append(self.prefix.encode(), record)
-        try:
-            self.process.call("append", write)
-        except BaseException:
-            self._writer = None                  # the next append starts over
-            raise
+    def _start(self, record: BatchRecord) -> None:
+        self._writer()
 
-    def _init_writer(self):
-        return self.process.cluster.init_producer_id(
-            self.writer_id, min(WRITER_TIMEOUT_MS, self.process.transaction_timeout_ms))
+        def send():
+            meta = self._meta(record)
+            now = self.process.cluster.now_ms
+            meta.state, meta.started_ms, meta.updated_ms = ONGOING, now, now
+            self._pending = [record]
+        if self._one_call:
+            send()
+        else:
+            self.process.call("begin_log", send)
+
+    def _complete(self, replacement: BatchRecord | None) -> None:
+        def commit():
+            cluster = self.process.cluster
+            meta = self._meta(self._pending[0])
+            if meta.state != ONGOING:
+                raise InvalidTxnStateError(f"commit log writer {self.writer_id!r}: {meta.state}")
+            for record in self._pending + ([] if replacement is None else [replacement]):
+                cluster.log_append(self.prefix.encode(), record)
+            meta.state, meta.updated_ms = COMPLETE_COMMIT, cluster.now_ms
+            self._pending = []
+        self.process.call("append", commit)
+
+    def _abort(self) -> None:
+        def abort():
+            meta = self._meta(self._pending[0])
+            if meta.state == ONGOING:
+                meta.state, meta.updated_ms = COMPLETE_ABORT, self.process.cluster.now_ms
+            self._pending = []
+        self.process.call("abort_log", abort)
 
     def close(self) -> None:
         pass
