@@ -255,11 +255,18 @@ def _rows_rdd(df: Any) -> Any:
     """``df.rdd`` for exactly-once rows mode, or a clear error where there is none (Spark
     Connect)."""
     try:
-        return df.rdd
+        rdd = df.rdd
     except Exception as error:  # noqa: BLE001 - Spark Connect has no df.rdd
-        raise ConfigError(f"{DELIVERY_GUARANTEE}={EXACTLY_ONCE!r} in mode='rows' needs classic "
-                          f"Spark (it runs on df.rdd), which this session does not have (Spark "
-                          f"Connect?): use mode='arrow' (the default): {error}") from error
+        raise _no_rdd(str(error)) from error
+    if not hasattr(rdd, "getNumPartitions"):     # PySpark 3.4's Connect: a function stands there
+        raise _no_rdd(f"df.rdd is {type(rdd).__name__!r}, not an RDD")
+    return rdd
+
+
+def _no_rdd(why: str) -> ConfigError:
+    return ConfigError(f"{DELIVERY_GUARANTEE}={EXACTLY_ONCE!r} in mode='rows' needs classic Spark "
+                       f"(it runs on df.rdd), which this session does not have (Spark Connect?): "
+                       f"use mode='arrow' (the default): {why}")
 
 
 TASKS_STOP_TIMEOUT_S = 30.0

@@ -23,7 +23,7 @@ from spark_kafka_sink.spark.commit_log import (
 )
 from spark_kafka_sink.spark.exactly_once import FENCE_GAP, ExactlyOnceDriver, FencedId
 from spark_kafka_sink.spark.options import SinkConfig
-from spark_kafka_sink.spark.sink import JobWatch, _refuse_speculation
+from spark_kafka_sink.spark.sink import JobWatch, _refuse_speculation, _rows_rdd
 from spark_kafka_sink.structs import TopicPartition
 
 from ..fakes import FakeClock
@@ -559,3 +559,22 @@ def test_a_stale_driver_learns_it_is_fenced_before_it_fences_any_id(ops):
             eos.abort_batch("4", partitions)
         eos._last, eos._recovered = log.records[-1], True
     assert ops.calls == [] and ops.open == set(ids(0, 1))
+
+
+class _NoRdd:
+    """Spark Connect's DataFrame: PySpark 4 raises on ``df.rdd``; 3.4 has a function there."""
+
+    def __init__(self, rdd=None):
+        self._rdd = rdd
+
+    @property
+    def rdd(self):
+        if self._rdd is None:
+            raise RuntimeError("[NOT_IMPLEMENTED] rdd() is not implemented.")
+        return self._rdd
+
+
+@pytest.mark.parametrize("df", [_NoRdd(), _NoRdd(rdd=lambda: None)], ids=["raises", "a-function"])
+def test_exactly_once_rows_mode_without_an_rdd_names_arrow_mode(df):
+    with pytest.raises(ConfigError, match=r"mode='rows' needs classic Spark .*use mode='arrow'"):
+        _rows_rdd(df)
