@@ -292,6 +292,45 @@ def test_under_full_load_a_due_login_stops_new_requests_until_the_pipeline_drain
     assert not h.client.is_ready(1, h.now)
 
 
+class OncePerSecondBroker(LifetimeBroker):
+    """Kafka's rule for a new login on a live connection (KafkaChannel.
+    maybeBeginServerReauthentication): one begun less than a second after the previous one began
+    is not a re-authentication; the request handler answers its SaslHandshake ILLEGAL_SASL_STATE."""
+
+    def __init__(self, lifetime_ms: int, clock, **kw):
+        super().__init__(lifetime_ms, **kw)
+        self.clock = clock
+        self.last_start_ms = None   # set by the test once only the live connection is left
+        self.refused = 0
+
+    def handshake(self, request):
+        now = self.clock.monotonic_ms()
+        if self.last_start_ms is not None and now - self.last_start_ms < 1_000:
+            self.refused += 1
+            return {"error_code": 34, "mechanisms": []}
+        if self.last_start_ms is not None:
+            self.last_start_ms = now
+        return super().handshake(request)
+
+
+def test_a_session_shorter_than_a_second_never_logs_in_again_sooner_than_the_broker_takes():
+    h = Harness(brokers=[(1, "b1", 9092)], sasl=SaslCredentials("PLAIN", "alice", PASSWORD))
+    seen = []
+    h.client._auth_observer = lambda again, ok: seen.append((again, ok))
+    sasl = OncePerSecondBroker(500, h.clock)          # a token near its end: a session of 0.5 s
+    sasl.install(h.brokers[1])
+    h.bootstrap()
+    h.connect(1)
+    h.client._close_connection(-1, [], h.now)        # node 1's connection alone from here on
+    sasl.last_start_ms = h.clock.monotonic_ms()      # its login counts as the previous start
+    for _ in range(80):                              # 4 s in steps of 50 ms
+        h.clock.advance(50)
+        h.poll()
+    assert sasl.refused == 0 and (True, False) not in seen
+    assert h.client.authentication_error(1) is None and h.brokers[1].connections == 2
+    assert seen.count((True, True)) >= 3             # still logged in again, once a second or so
+
+
 def test_a_closed_connection_is_not_an_unreachable_cluster():
     from .test_network_client import BROKERS, Harness as PlainHarness
 
