@@ -112,8 +112,10 @@ class NetworkSettings:
 # ILLEGAL_SASL_STATE (no mechanisms) and the connection is lost. Counted here from the end of the
 # previous login, which the broker saw begin earlier, the gap is never shorter at the broker; the
 # margin covers clocks read to the ms. A session shorter than this (a token near its end) expires
-# first: the broker then closes the connection at its next request, a retriable disconnect.
+# first: the broker then closes the connection at its next request. So a login takes an OAuth
+# token with at least MIN_SESSION_MS left (85% of it is the interval), or waits for a new one.
 MIN_REAUTH_INTERVAL_MS = 1_100
+MIN_SESSION_MS = 1_300
 
 
 class NetworkClient:
@@ -568,7 +570,7 @@ class NetworkClient:
         reauthentication = node_id in self._reauthenticating
         token = None
         if self._token_cache is not None:
-            answer = self._token_cache.poll()
+            answer = self._token_cache.poll(min_life_ms=MIN_SESSION_MS)
             if answer.pending:
                 if node_id not in self._awaiting_token:
                     log.debug("node %d: the login waits for an OAuth token from %s", node_id,
