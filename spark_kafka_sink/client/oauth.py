@@ -23,7 +23,9 @@ the network thread only polls (:meth:`TokenCache.poll`), so a login whose token 
 back its own connection alone while the other nodes go on, and a blocking caller (the driver's
 preflight, admin calls) waits at most its own timeout (:meth:`TokenCache.token`). The held token
 serves logins until 90% of its lifetime; past that a login waits for the new one (it would get a
-session of moments) unless the last fetch failed. A failed fetch keeps the held token while it is
+session of moments) unless the last fetch failed. A login may also ask for a token with some life
+left (:meth:`TokenCache.poll`'s ``min_life_ms``: the network client wants a session long enough for
+the broker to take the next login), which fetches a new one sooner. A failed fetch keeps the held token while it is
 still valid and is tried again after a backoff that doubles up to a minute; with no valid token
 left the fetch's error is raised as an :class:`~spark_kafka_sink.errors.AuthenticationError`
 naming the source (its endpoint or function), never a token or a secret. A token's value and the
