@@ -107,6 +107,17 @@ class NetworkSettings:
         return cls(**values)
 
 
+# A broker takes a new login on a connection at most once a second, counted from when it read the
+# previous one's SaslHandshake; one sooner goes to its request handler, which answers
+# ILLEGAL_SASL_STATE (no mechanisms) and the connection is lost. Counted here from the end of the
+# previous login, which the broker saw begin earlier, the gap is never shorter at the broker; the
+# margin covers clocks read to the ms. A session shorter than this (a token near its end) expires
+# first: the broker then closes the connection at its next request. So a login takes an OAuth
+# token with at least MIN_SESSION_MS left (85% of it is the interval), or waits for a new one.
+MIN_REAUTH_INTERVAL_MS = 1_100
+MIN_SESSION_MS = 1_300
+
+
 class NetworkClient:
     """Connections, in-flight requests, timeouts and metadata refresh; see module doc."""
 
@@ -559,7 +570,7 @@ class NetworkClient:
         reauthentication = node_id in self._reauthenticating
         token = None
         if self._token_cache is not None:
-            answer = self._token_cache.poll()
+            answer = self._token_cache.poll(min_life_ms=MIN_SESSION_MS)
             if answer.pending:
                 if node_id not in self._awaiting_token:
                     log.debug("node %d: the login waits for an OAuth token from %s", node_id,
@@ -635,7 +646,8 @@ class NetworkClient:
         del self._authenticators[node_id]
         if authenticator.session_lifetime_ms > 0:  # KIP-368: again at 85-95% of the session, as Java
             share = self._rng.uniform(0.85, 0.95)
-            self._reauth_at_ms[node_id] = now_ms + int(authenticator.session_lifetime_ms * share)
+            self._reauth_at_ms[node_id] = now_ms + max(int(authenticator.session_lifetime_ms * share),
+                                                       MIN_REAUTH_INTERVAL_MS)
         if self._auth_observer is not None:
             self._auth_observer(authenticator.reauthentication, True)
         if authenticator.reauthentication:

@@ -23,7 +23,9 @@ the network thread only polls (:meth:`TokenCache.poll`), so a login whose token 
 back its own connection alone while the other nodes go on, and a blocking caller (the driver's
 preflight, admin calls) waits at most its own timeout (:meth:`TokenCache.token`). The held token
 serves logins until 90% of its lifetime; past that a login waits for the new one (it would get a
-session of moments) unless the last fetch failed. A failed fetch keeps the held token while it is
+session of moments) unless the last fetch failed. A login may also ask for a token with some life
+left (:meth:`TokenCache.poll`'s ``min_life_ms``: the network client wants a session long enough for
+the broker to take the next login), which fetches a new one sooner. A failed fetch keeps the held token while it is
 still valid and is tried again after a backoff that doubles up to a minute; with no valid token
 left the fetch's error is raised as an :class:`~spark_kafka_sink.errors.AuthenticationError`
 naming the source (its endpoint or function), never a token or a secret. A token's value and the
@@ -339,6 +341,7 @@ class TokenCache:
         self._token: OAuthToken | None = None
         self._refresh_at_ms = 0
         self._late_at_ms = 0
+        self._life_ms = 0            # the held token's lifetime when it came
         self._failures = 0
         self._retry_at_ms = 0
         self._error: AuthenticationError | None = None   # the last fetch's, until one succeeds
@@ -363,15 +366,17 @@ class TokenCache:
             if listener in self._listeners:
                 self._listeners.remove(listener)
 
-    def poll(self) -> TokenPoll:
+    def poll(self, min_life_ms: int = 0) -> TokenPoll:
         """The token a login may use now, never waiting: see :class:`TokenPoll`. Starts the fetch
-        that is due (in the background)."""
+        that is due (in the background). A held token with less than ``min_life_ms`` left counts as
+        late (the login waits for a new one) when the source's tokens live twice that long."""
         with self._cond:
-            answer, start = self._poll_locked(self._clock.now_ms())
+            answer, start = self._poll_locked(self._clock.now_ms(), min_life_ms=min_life_ms)
         if start:
             self._start_fetch()
             with self._cond:                 # a fetch that ended at once (a test's spawn)
-                answer, _ = self._poll_locked(self._clock.now_ms(), start=False)
+                answer, _ = self._poll_locked(self._clock.now_ms(), start=False,
+                                              min_life_ms=min_life_ms)
         return answer
 
     def token(self, timeout_s: float) -> OAuthToken:
@@ -404,17 +409,20 @@ class TokenCache:
         if start:
             self._start_fetch()
 
-    def _poll_locked(self, now: int, *, start: bool = True) -> tuple[TokenPoll, bool]:
+    def _poll_locked(self, now: int, *, start: bool = True,
+                     min_life_ms: int = 0) -> tuple[TokenPoll, bool]:
         """Under the lock: the answer, and whether a fetch was marked to start (by the caller,
         outside the lock)."""
         held = self._token
         valid = held is not None and now < held.expires_at_ms
+        short = (valid and held.expires_at_ms - now < min_life_ms
+                 and self._life_ms >= 2 * min_life_ms)
         can_fetch = start and not self._fetching and now >= self._retry_at_ms
-        wanted = not valid or now >= self._refresh_at_ms
+        wanted = not valid or now >= self._refresh_at_ms or short
         if can_fetch and wanted:
             self._fetching = True
         fetching = self._fetching
-        if valid and (now < self._late_at_ms or not fetching):
+        if valid and ((now < self._late_at_ms and not short) or not fetching):
             return TokenPoll(held), fetching and can_fetch and wanted
         if fetching:
             return TokenPoll(), can_fetch and wanted
@@ -480,6 +488,7 @@ class TokenCache:
         jitter = self._rng.uniform(-REFRESH_JITTER, REFRESH_JITTER)
         self._refresh_at_ms = now + int(life * (REFRESH_FRACTION + jitter))
         self._late_at_ms = now + int(life * LATE_FRACTION)
+        self._life_ms = life
         self.fetches += 1
         return token
 

@@ -400,6 +400,24 @@ def test_a_late_login_waits_for_the_running_refresh_instead_of_fetching_again():
     assert cache.token(5).value == "t2" and source.calls == 2
 
 
+def test_a_login_that_needs_a_session_of_some_length_waits_for_a_token_that_lives_that_long():
+    clock = FakeClock()
+    source = Counting(clock)                            # 100 s tokens
+    works = []
+    cache = TokenCache(source, clock=clock, rng=Middle(), spawn=works.append)
+    first_token(cache, works)
+    clock.advance(70_000)                               # 30 s left, before the refresh is due
+    assert cache.poll().token.value == "t1" and not works
+    assert cache.poll(min_life_ms=40_000).pending and len(works) == 1   # a new one is fetched
+    assert cache.poll().token.value == "t1"             # a login content with 30 s still has it
+    works.pop()()
+    assert cache.poll(min_life_ms=40_000).token.value == "t2"
+    short = TokenCache(Counting(clock, life_s=60), clock=clock, rng=Middle(), spawn=works.append)
+    first_token(short, works)
+    clock.advance(30_000)                               # its tokens never live twice 40 s: no help
+    assert short.poll(min_life_ms=40_000).token.value == "t1" and not works
+
+
 def test_whatever_a_source_raises_becomes_an_authentication_error_and_the_refresh_recovers():
     clock = FakeClock()
 

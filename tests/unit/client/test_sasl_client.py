@@ -292,6 +292,45 @@ def test_under_full_load_a_due_login_stops_new_requests_until_the_pipeline_drain
     assert not h.client.is_ready(1, h.now)
 
 
+class OncePerSecondBroker(LifetimeBroker):
+    """Kafka's rule for a new login on a live connection (KafkaChannel.
+    maybeBeginServerReauthentication): one begun less than a second after the previous one began
+    is not a re-authentication; the request handler answers its SaslHandshake ILLEGAL_SASL_STATE."""
+
+    def __init__(self, lifetime_ms: int, clock, **kw):
+        super().__init__(lifetime_ms, **kw)
+        self.clock = clock
+        self.last_start_ms = None   # set by the test once only the live connection is left
+        self.refused = 0
+
+    def handshake(self, request):
+        now = self.clock.monotonic_ms()
+        if self.last_start_ms is not None and now - self.last_start_ms < 1_000:
+            self.refused += 1
+            return {"error_code": 34, "mechanisms": []}
+        if self.last_start_ms is not None:
+            self.last_start_ms = now
+        return super().handshake(request)
+
+
+def test_a_session_shorter_than_a_second_never_logs_in_again_sooner_than_the_broker_takes():
+    h = Harness(brokers=[(1, "b1", 9092)], sasl=SaslCredentials("PLAIN", "alice", PASSWORD))
+    seen = []
+    h.client._auth_observer = lambda again, ok: seen.append((again, ok))
+    sasl = OncePerSecondBroker(500, h.clock)          # a token near its end: a session of 0.5 s
+    sasl.install(h.brokers[1])
+    h.bootstrap()
+    h.connect(1)
+    h.client._close_connection(-1, [], h.now)        # node 1's connection alone from here on
+    sasl.last_start_ms = h.clock.monotonic_ms()      # its login counts as the previous start
+    for _ in range(80):                              # 4 s in steps of 50 ms
+        h.clock.advance(50)
+        h.poll()
+    assert sasl.refused == 0 and (True, False) not in seen
+    assert h.client.authentication_error(1) is None and h.brokers[1].connections == 2
+    assert seen.count((True, True)) >= 3             # still logged in again, once a second or so
+
+
 def test_a_closed_connection_is_not_an_unreachable_cluster():
     from .test_network_client import BROKERS, Harness as PlainHarness
 
@@ -390,6 +429,65 @@ def test_a_login_waiting_for_a_stuck_token_never_blocks_the_network_thread_or_ot
         assert h.brokers[1].connections == 2            # the same connection logged in again
     finally:
         source.release.set()
+
+
+class CappedOAuthBroker(OAuthBroker):
+    """Kafka's OAUTHBEARER sessions: the token's remaining life, capped by
+    ``connections.max.reauth.ms``; and its once-a-second rule for a new login on a connection."""
+
+    def __init__(self, cap_ms: int, clock, expiries: dict):
+        super().__init__(cap_ms)
+        self.clock, self.expiries = clock, expiries
+        self.last_start_ms = None
+        self.refused = 0
+        self.sessions = []
+
+    def handshake(self, request):
+        now = self.clock.now_ms()
+        if self.last_start_ms is not None:
+            if now - self.last_start_ms < 1_000:
+                self.refused += 1
+                return {"error_code": 34, "mechanisms": []}
+            self.last_start_ms = now
+        return super().handshake(request)
+
+    def authenticate(self, request):
+        answer = super().authenticate(request)
+        left = self.expiries[self.tokens[-1]] - self.clock.now_ms()
+        answer["session_lifetime_ms"] = min(self.lifetime_ms, left)
+        self.sessions.append(answer["session_lifetime_ms"])
+        return answer
+
+
+def test_a_login_never_takes_a_token_too_near_its_end_for_the_broker_to_take_the_next_login():
+    h, _, source, cache = oauth_harness({1: 0})         # 100 s tokens; the first fetch at once
+    source.life_s = 5
+    expiries = {}
+    fetch = source.fetch
+    source.fetch = lambda now_ms: _record(fetch(now_ms), expiries)
+    sasl = CappedOAuthBroker(2_300, h.clock, expiries)  # connections.max.reauth.ms=2300, 5 s tokens
+    sasl.install(h.brokers[1])
+    try:
+        poll_for(h, lambda: h.metadata.update_version >= 1)
+        poll_for(h, lambda: h.client.ready(1, h.now))
+        h.client._close_connection(-1, [], h.now)
+        sasl.last_start_ms = h.clock.now_ms()
+        for step in range(160):                         # 8 s in steps of 50 ms
+            if step == 84:                              # the refresh is slow: it ends at 4.2 s
+                source.release.set()
+            h.clock.advance(50)
+            h.poll()
+            time.sleep(0.001)
+        assert sasl.refused == 0 and h.client.authentication_error(1) is None
+        assert min(sasl.sessions) >= 1_300, sasl.sessions
+        assert h.brokers[1].connections == 2 and sasl.tokens[-1] == "tok2"
+    finally:
+        source.release.set()
+
+
+def _record(token, expiries):
+    expiries[token.value] = token.expires_at_ms
+    return token
 
 
 def test_poll_starts_the_scheduled_background_token_refresh():
