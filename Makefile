@@ -22,22 +22,31 @@ install: $(STAMP)
 jars: install
 	$(BIN)/python -m spark_kafka_sink.embedded.jars
 
-# The whole suite: unit tests, then integration tests against a real embedded Apache Kafka.
+# pytest-xdist workers: two on the 2-core machine; WORKERS=0 runs the tests in the pytest process
+# itself. tests/scheduling.py orders the tests and keeps those that share a costly fixture (a
+# cluster, a module's broker) on one worker.
+WORKERS ?= 2
+XDIST = $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadgroup --no-loadscope-reorder)
+
+# The whole suite, the fast layer first: the unit tests (a broken one fails the run within a
+# minute or two), then the broker and Spark tests against a real embedded Apache Kafka.
 test: install
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/unit $(XDIST) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/integration tests/spark $(XDIST) $(PYTEST_ARGS)
 
 unit: install
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/unit $(XDIST) $(PYTEST_ARGS)
 
 integration: install
-	$(BIN)/python -m pytest tests/integration $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/integration $(XDIST) $(PYTEST_ARGS)
 
 # The compatibility runs (README, "Supported versions"): for each older PySpark line a virtualenv
 # .venv-compat/pyspark-<line> with the pins of compat/pyspark-<line>.txt installed first, then the
-# package with its extras (which must keep that PySpark), then the unit suite and the Spark tests
-# that matter there, without the tests of the newest stack (marker 'newest'). `.ci/run` runs it
-# after `make test`. PySpark 3.4 runs on Python 3.10 (the oldest supported), 3.5 on 3.11; each
-# falls back to $(PYTHON) where that Python is not installed.
+# package with its extras (which must keep that PySpark), then what can differ between PySpark
+# lines: the tests marked 'versioned' (tests/scheduling.py: the unit tests that touch pyspark or
+# pyarrow, and the Spark tests listed here), without the tests of the newest stack (marker
+# 'newest'). `.ci/run` runs it after `make test`. PySpark 3.4 runs on Python 3.10 (the oldest
+# supported), 3.5 on 3.11; each falls back to $(PYTHON) where that Python is not installed.
 COMPAT_LINES ?= 3.4 3.5
 COMPAT_TESTS ?= tests/unit tests/spark/test_sink.py tests/spark/test_task_retry.py \
 	tests/spark/test_bad_input.py tests/spark/test_metrics.py tests/spark/test_jobs.py \
@@ -60,7 +69,7 @@ $(COMPAT)/pyspark-%/.installed: compat/pyspark-%.txt setup.cfg pyproject.toml
 	touch $@
 
 compat-%: $(COMPAT)/pyspark-%/.installed
-	$(COMPAT)/pyspark-$*/bin/python -m pytest -m "not newest" $(COMPAT_TESTS) $(PYTEST_ARGS)
+	$(COMPAT)/pyspark-$*/bin/python -m pytest -m "versioned and not newest" $(COMPAT_TESTS) $(XDIST) $(PYTEST_ARGS)
 
 # The model-based tests (the producer core; the exactly-once commit protocol) with their long
 # profiles (thousands of runs, longer ones; `make test` runs bounded profiles). Repeat them for

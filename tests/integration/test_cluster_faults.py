@@ -45,7 +45,7 @@ from ..helpers import KEEP_FOREVER, wait_for
 from ..verify import consume_all, end_offsets
 from .test_producer import _check_exactly_once, _record
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.cluster, pytest.mark.heavy, pytest.mark.timeout(240)]
 
 SENDER_LOG = "spark_kafka_sink.producer.sender"
 

@@ -171,6 +171,7 @@ def test_jvm_dies_with_a_python_process_that_is_sigkilled(tmp_path):
 
 
 @pytest.mark.broker
+@pytest.mark.heavy
 def test_appcds_archives_are_dumped_once_then_used(tmp_path):
     shared = resolve_kafka_jars(DEFAULT_KAFKA_VERSION)
     shutil.copytree(shared.directory, tmp_path / "cache" / shared.directory.name,
@@ -189,6 +190,7 @@ def test_appcds_archives_are_dumped_once_then_used(tmp_path):
 # --- three nodes ----------------------------------------------------------------------------
 
 @pytest.mark.cluster
+@pytest.mark.heavy
 def test_three_nodes_spread_leaders_and_fail_over(kafka_cluster):
     cluster = kafka_cluster
     ports = {node.node_id: node.port for node in cluster.nodes}

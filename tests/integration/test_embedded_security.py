@@ -51,6 +51,7 @@ def _produce_acks_all(port: int, topic: str, partition: int) -> int:
 
 
 @pytest.mark.cluster
+@pytest.mark.heavy
 def test_advertised_ports_are_what_clients_see_while_brokers_replicate_internally(tmp_path):
     """Nothing listens on the advertised ports, so every byte of replication (acks=all, full ISR)
     and of the restart went over the INTERNAL and CONTROLLER listeners."""

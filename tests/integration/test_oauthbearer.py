@@ -122,6 +122,7 @@ def reauth_kafka(tmp_path_factory):
     yield from _started(cluster, "the embedded Apache Kafka with connections.max.reauth.ms")
 
 
+@pytest.mark.heavy
 def test_a_stream_over_several_token_lifetimes_logs_in_again_and_loses_nothing(reauth_kafka):
     asked = []
 

@@ -11,7 +11,7 @@ import pytest
 
 from .test_jobs import run_bounded
 
-pytestmark = [pytest.mark.spark, pytest.mark.broker]
+pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.heavy]
 
 DEMO_TIMEOUT_S = 360
 

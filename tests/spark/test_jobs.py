@@ -195,6 +195,7 @@ SCHEMA = ("event_id STRING, user_id STRING, amount DOUBLE, qty BIGINT, tags ARRA
 
 @pytest.mark.spark
 @pytest.mark.broker
+@pytest.mark.heavy
 def test_stream_job_writes_every_row_as_json_keyed_by_its_column(kafka, tmp_path):
     bootstrap = kafka.bootstrap_servers
     topic = unique("job-stream")
@@ -250,6 +251,7 @@ def test_stream_job_writes_every_row_as_json_keyed_by_its_column(kafka, tmp_path
 
 @pytest.mark.spark
 @pytest.mark.broker
+@pytest.mark.heavy
 def test_batch_job_writes_csv_rows_keyed_by_a_numeric_column(kafka, tmp_path):
     bootstrap = kafka.bootstrap_servers
     topic = unique("job-batch")

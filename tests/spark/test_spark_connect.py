@@ -24,7 +24,7 @@ from ..helpers import create_topic
 from ..verify import assert_no_open_transaction, consume_all
 from .session import CONF, SPARK_ENV, same_minor_versions
 
-pytestmark = [pytest.mark.spark, pytest.mark.broker]
+pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.heavy]
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = 3_000

@@ -27,7 +27,7 @@ from ..helpers import create_topic
 from ..verify import consume_all
 from .session import run_script
 
-pytestmark = [pytest.mark.spark, pytest.mark.broker]
+pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.heavy]
 
 MODES = ["arrow", "rows"]
 ROWS = 300
