@@ -6,7 +6,12 @@ the SSL / SASL listeners with client certificates required) runs the tests of th
 with it, so the two broker versions are checked by the very same code:
 
 - a round trip per codec (record batches built by ``record/``, read back by confluent-kafka);
-- the idempotent producer, 200,000 records per codec, exactly once in key order;
+- the idempotent producer with zstd, 30,000 records over many batches and requests, exactly once
+  in key order (each other codec is on 3.9 in the round trip, and through the idempotent producer
+  in ``test_producer.py`` on 4.x; the codec lives in the records section, which the broker's
+  producer-state checks never look into, and the producer negotiates its Produce version the
+  same way whatever the codec; the uncompressed idempotent producer runs on 3.9 in the
+  connection-cut and transaction tests below);
 - connection cuts between requests, mid-request and mid-response: exactly once;
 - transactions cut mid-stream and at commit: read_committed sees every committed record once and
   no aborted one (3.9's transactions are version 1; ``test_transactions.py`` runs both versions);
@@ -49,9 +54,11 @@ def test_round_trip_per_codec(kafka39, codec):
     test_roundtrip.test_produce_batches_read_back_by_confluent_kafka(kafka39, codec)
 
 
-@pytest.mark.parametrize("codec", list(CompressionType), ids=lambda c: c.name.lower())
-def test_idempotent_producer_exactly_once_per_codec(kafka39, codec):
-    test_producer.test_200k_records_arrive_exactly_once_in_key_order(kafka39, codec)
+def test_idempotent_producer_exactly_once_with_zstd(kafka39):
+    """zstd: the one codec that needs Produce v7+, so the one whose batches 3.9 would refuse if
+    the version negotiated were too old; the module docstring says where the others are."""
+    test_producer.test_records_over_many_batches_arrive_exactly_once_in_key_order(
+        kafka39, CompressionType.ZSTD)
 
 
 def test_connection_cuts_lose_and_duplicate_nothing(kafka39):
