@@ -212,6 +212,7 @@ def test_an_empty_dataframe_writes_nothing_without_error(spark, kafka, mode):
     assert end_offsets(bootstrap, topic, 1) == {0: 0}
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("mode", MODES)
 def test_two_million_rows_in_one_partition_through_a_1_mb_buffer(spark, kafka, mode):
