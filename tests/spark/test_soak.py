@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.heavy
+
 REPO = Path(__file__).resolve().parents[2]
 CACHE_TIMEOUT_S = 3
 SHORT_SOAK = ["--duration", "42", "--warmup", "14", "--rate", "200", "--trigger", "1", "--sample-every", "1",

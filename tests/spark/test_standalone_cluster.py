@@ -28,7 +28,7 @@ from spark_kafka_sink.testing.spark_standalone import SparkStandalone, cpu_secon
 
 from ..helpers import create_topic
 
-pytestmark = [pytest.mark.spark, pytest.mark.broker]
+pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.heavy]
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 4

@@ -24,7 +24,7 @@ from ..verify import assert_no_open_transaction, consume_all, list_offsets
 from .retry_job import CASE_MARK
 from .session import run_script
 
-pytestmark = [pytest.mark.spark, pytest.mark.broker]
+pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.heavy]
 
 ROWS, FAIL_AT, PARTITIONS = 4_000, 1_500, 2
 MODES = ("arrow", "rows")
