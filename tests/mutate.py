@@ -75,6 +75,7 @@ DL = f"{PKG}/spark/dead_letters.py"
 PF = f"{PKG}/spark/preflight.py"
 CL = f"{PKG}/spark/commit_log.py"
 EO = f"{PKG}/spark/exactly_once.py"
+SK = f"{PKG}/spark/sink.py"
 PB = f"{PKG}/producer/producer_batch.py"
 SE = f"{PKG}/producer/sender.py"
 MD = f"{PKG}/client/metadata.py"
@@ -91,6 +92,7 @@ WRITER_TESTS = (f"{U}/spark/test_partition_writer.py", f"{U}/spark/test_arrow_wr
 DLQ_TESTS = (f"{U}/spark/test_dead_letters.py",)
 PREFLIGHT_TESTS = (f"{U}/spark/test_preflight.py",)
 EOS_TESTS = (f"{U}/spark/test_exactly_once.py", f"{U}/spark/test_commit_log.py")
+CRASH_TESTS = (f"{U}/spark/test_driver_crash.py",)
 OAUTH_TESTS = (f"{U}/client/test_oauth.py",)
 CLUSTER_TESTS = (f"{U}/client/test_metadata.py", f"{U}/producer/test_sender.py",
                  f"{U}/producer/test_transaction_manager.py")
@@ -294,6 +296,31 @@ MUTANTS: list[Mutant] = [
     Mutant("commit-log-other-query-id-ignored", CL,
            "other = query_id is not None and last.query_id is not None and last.query_id != query_id",
            "other = False", EOS_TESTS),
+    # --- a driver killed mid-batch, then restarted (the end-to-end crash points) ---------------
+    Mutant("eos-recovery-leaves-a-prepared-batch", EO,
+           "if last is not None and last.state == PREPARED and last.transactions:", "if False:",
+           CRASH_TESTS + EOS_TESTS),
+    Mutant("eos-recovered-batch-not-recorded-committed", EO,
+           "self._last = replace(last, state=COMMITTED)", "self._last = last",
+           CRASH_TESTS + EOS_TESTS),
+    Mutant("eos-recovery-commits-only-the-first-transaction", EO,
+           "committed, lost = self._commit_all(last)",
+           "committed, lost = self._commit_all(replace(last, transactions=last.transactions[:1]))",
+           CRASH_TESTS + EOS_TESTS),
+    Mutant("eos-recovered-batch-not-a-replay", EO,
+           "if is_replay(self._last, batch_id, query_id, self._log.topic):",
+           "if is_replay(self._last, batch_id, query_id, self._log.topic) and not recovery.recovered:",
+           CRASH_TESTS + EOS_TESTS),
+    Mutant("eos-commit-time-not-measured", EO,
+           "return BatchCommit(batch_id, len(transactions), 0, self._ms_since(started))",
+           "return BatchCommit(batch_id, len(transactions), 0, 0.0)", CRASH_TESTS + EOS_TESTS),
+    Mutant("sink-replay-written-again", SK, "if start.replay:", "if False:", CRASH_TESTS),
+    Mutant("sink-replay-not-counted", SK,
+           "BatchCommit(key, 0, 0, 0.0, replay=True).figures()",
+           "BatchCommit(key, 0, 0, 0.0).figures()", CRASH_TESTS),
+    Mutant("sink-micro-batch-keyed-afresh", SK,
+           "key = write_batch_id() if batch_id is None else str(batch_id)",
+           "key = write_batch_id()", CRASH_TESTS),
     # --- cluster replaced, refused batches -----------------------------------------------------
     Mutant("metadata-cluster-change-unnoticed", MD,
            """        if previous is None or previous == cluster_id:

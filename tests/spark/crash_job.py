@@ -5,8 +5,10 @@
 ``INPUT`` (one per micro-batch: ``maxFilesPerTrigger=1``, rows ``{"id": n}``) with
 ``trigger(availableNow=True)`` and writes them with ``foreachBatch(KafkaSink)`` (key and value
 ``str(id)``), exactly once with ``transactional.id.prefix`` ``PREFIX``, at least once when
-``PREFIX`` is ``-``. In micro-batch ``BATCH`` the process exits at once (``os._exit``, as a
-killed driver: no ``finally``, no Spark shutdown) at point ``CRASH``:
+``PREFIX`` is ``-``. One run takes one crash point; a test runs the job again on the same
+checkpoint to restart the query (and may give that run a crash point of its own, in a later
+batch). In micro-batch ``BATCH`` the process exits at once (``os._exit``, as a killed driver: no
+``finally``, no Spark shutdown) at point ``CRASH``:
 
 - ``before-record``: the tasks have written, the batch is not recorded in the commit log;
 - ``after-record``: recorded ``prepared``, no transaction committed;
@@ -14,11 +16,15 @@ killed driver: no ``finally``, no Spark shutdown) at point ``CRASH``:
 - ``after-commits``: every transaction committed and the batch recorded ``committed``, before
   ``foreachBatch`` returns, so before Spark records the batch in its checkpoint;
 - ``after-write``: at least once, after the tasks wrote the batch;
-- ``none``: no crash; the query runs to the end and the sink's ``metrics_history`` goes to
-  ``OUT`` as JSON.
+- ``none``: no crash; the query runs to the end.
 
-The crash points are hooks around the sink's own calls (the commit log's ``append``, the
-transactions' commits, the sink's publishing), installed here: the sink has no test code.
+After each micro-batch the sink publishes, its ``metrics_history`` so far goes to ``OUT`` as JSON
+(replaced whole), so a run that dies later leaves the figures of the batches it finished (the
+replayed batch of a restarted run, say).
+
+The crash points, and the history written to ``OUT``, are hooks around the sink's own calls (the
+commit log's ``append``, the transactions' commits, the sink's publishing), installed here: the
+sink has no test code.
 """
 
 from __future__ import annotations
@@ -87,11 +93,25 @@ def _install_crash(point: str, batch: str) -> None:
     sink_module.KafkaSink._publish = hooked_publish
 
 
+def _install_history(out: str) -> None:
+    publish = sink_module.KafkaSink._publish_figures
+
+    def hooked_publish_figures(self, batch_id, figures, seconds):
+        publish(self, batch_id, figures, seconds)
+        partial = f"{out}.partial"
+        with open(partial, "w") as handle:
+            json.dump(self.metrics_history, handle)
+        os.replace(partial, out)
+
+    sink_module.KafkaSink._publish_figures = hooked_publish_figures
+
+
 def main(bootstrap: str, topic: str, input_dir: str, checkpoint: str, mode: str, prefix: str,
          point: str, batch: str, out: str) -> None:
     if point not in POINTS:
         raise SystemExit(f"crash point must be one of {POINTS}, got {point!r}")
     _install_crash(point, batch)
+    _install_history(out)
     options = {"kafka.bootstrap.servers": bootstrap, "topic": topic, "mode": mode}
     if prefix != "-":
         options.update({"delivery.guarantee": "exactly-once", "transactional.id.prefix": prefix})
@@ -104,8 +124,6 @@ def main(bootstrap: str, topic: str, input_dir: str, checkpoint: str, mode: str,
             sink = KafkaSink(**options)
             run_available_now(stream, sink, checkpoint, timeout_s=180)
             sink.close()
-            with open(out, "w") as handle:
-                json.dump(sink.metrics_history, handle)
         finally:
             spark.stop()
 

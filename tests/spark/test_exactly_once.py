@@ -1,14 +1,20 @@
-"""Exactly-once streaming writes through a driver crash, in both sink modes, read back with
+"""Exactly-once streaming writes through driver crashes, in both sink modes, read back with
 confluent-kafka at ``isolation.level=read_committed``.
 
-Each case runs ``tests.spark.crash_job`` twice in its own process (a driver is a process; a crash
-is ``os._exit`` at a chosen point of micro-batch 1 of 3): the first run dies, the second restarts
-the query from its checkpoint and runs it to the end. Then every row is in the topic exactly once,
-no transaction is left open on it, and the restarted driver saw the replayed batch as what it
-was: a no-op when the first driver had recorded it (its commits finished from the commit log),
-a normal write when it had not. The same crash in at-least-once mode duplicates the batch: the
-test has teeth. A write whose job fails has every transaction of its tasks aborted. A checkpoint
-reset with the prefix kept is refused, not taken for a replay.
+A driver is a process, and a crash is ``os._exit`` at a chosen point of a micro-batch: each case
+runs ``tests.spark.crash_job`` in a process of its own per run, on one checkpoint. In each mode
+the first run dies in micro-batch 1 of 4, the second restarts the query from its checkpoint and
+dies in micro-batch 2 at another point, the third runs the query to the end. The four points
+(the batch's record not written; recorded ``prepared``; between two commits; every commit done
+and recorded) are split between the modes, two each: arrow mode dies before the record, then
+between the commits; rows mode after the record, then after the commits. Then every row is in
+the topic exactly once, no transaction is left open on it, and each restarted driver saw the
+replayed batch as what it was: a no-op when the driver before it had recorded the batch (its
+commits finished from the commit log), a normal write when it had not. Every point in both modes
+(and these figures) runs in the fast layer too, over in-memory brokers
+(tests/unit/spark/test_driver_crash.py). The same crash in at-least-once mode duplicates the
+batch: the test has teeth (arrow mode). A write whose job fails has every transaction of its
+tasks aborted. A checkpoint reset with the prefix kept is refused, not taken for a replay.
 """
 
 from __future__ import annotations
@@ -29,12 +35,15 @@ from .streaming import run_available_now
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.timeout(600)]
 
-FILES, ROWS_PER_FILE, PARTITIONS = 3, 100, 3
+FILES, ROWS_PER_FILE, PARTITIONS = 4, 100, 3
 TASKS = 2  # crash_job repartitions each micro-batch in two: two tasks, two transactions
 ROWS = FILES * ROWS_PER_FILE
-CRASH_BATCH = "1"
 REPLAYED = {"before-record": False, "after-record": True, "between-commits": True,
             "after-commits": True}
+"""Whether the restarted driver finds the batch its predecessor died in already committed."""
+CRASHES = {"arrow": (("before-record", 1), ("between-commits", 2)),
+           "rows": (("after-record", 1), ("after-commits", 2))}
+"""Per mode, the runs' crash points, one per run, each at its micro-batch; a last run finishes."""
 
 
 def _input(tmp_path: Path) -> Path:
@@ -49,22 +58,26 @@ def _input(tmp_path: Path) -> Path:
     return directory
 
 
-def _run(bootstrap, topic, input_dir, checkpoint, mode, prefix, point, out) -> tuple[int, str]:
-    return run_script("tests.spark.crash_job", bootstrap, topic, str(input_dir), str(checkpoint),
-                      mode, prefix, point, CRASH_BATCH, str(out))
-
-
-def _crash_then_restart(kafka, tmp_path, mode, prefix, point) -> tuple[str, list]:
+def _crash_then_restart(kafka, tmp_path, mode, prefix, crashes) -> tuple[str, list[dict]]:
+    """Run the query once per crash (point, batch), each run dying there, then once to the end,
+    all on one checkpoint. Returns the topic and, per run, its metrics history by batch id."""
     bootstrap = kafka.bootstrap_servers
-    topic = f"eos-{point}-{uuid.uuid4().hex[:8]}"
+    topic = f"eos-{mode}-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, PARTITIONS)
-    input_dir, checkpoint, out = _input(tmp_path), tmp_path / "checkpoint", tmp_path / "out.json"
-    code, output = _run(bootstrap, topic, input_dir, checkpoint, mode, prefix, point, out)
-    assert code == CRASH_EXIT_CODE, f"the first driver did not die at {point} (exit {code}):\n" \
-                                     f"{output[-4000:]}"
-    code, output = _run(bootstrap, topic, input_dir, checkpoint, mode, prefix, "none", out)
-    assert code == 0, f"the restarted query failed (exit {code}):\n{output[-4000:]}"
-    return topic, json.loads(out.read_text())
+    input_dir, checkpoint = _input(tmp_path), tmp_path / "checkpoint"
+    histories = []
+    for number, (point, batch) in enumerate([*crashes, ("none", -1)]):
+        out = tmp_path / f"out-{number}.json"
+        code, output = run_script("tests.spark.crash_job", bootstrap, topic, str(input_dir),
+                                  str(checkpoint), mode, prefix, point, str(batch), str(out))
+        if point == "none":
+            assert code == 0, f"the restarted query failed (exit {code}):\n{output[-4000:]}"
+        else:
+            assert code == CRASH_EXIT_CODE, (f"run {number} did not die at {point} in micro-batch "
+                                             f"{batch} (exit {code}):\n{output[-4000:]}")
+        history = json.loads(out.read_text()) if out.exists() else []
+        histories.append({batch_id: figures for batch_id, figures in history})
+    return topic, histories
 
 
 def _counts(bootstrap: str, topic: str, expected: int) -> Counter:
@@ -73,28 +86,38 @@ def _counts(bootstrap: str, topic: str, expected: int) -> Counter:
     return Counter(int(r.key) for part in records.values() for r in part)
 
 
-@pytest.mark.parametrize("point", list(REPLAYED))
-@pytest.mark.parametrize("mode", ["arrow", "rows"])
-def test_a_driver_killed_mid_batch_then_restarted_writes_every_row_exactly_once(
-        kafka, tmp_path, mode, point):
+@pytest.mark.parametrize("mode", list(CRASHES))
+def test_a_driver_killed_mid_batch_then_restarted_writes_every_row_exactly_once(kafka, tmp_path,
+                                                                               mode):
+    """Two crashes, at two points (``CRASHES``), then a run to the end: each run published the
+    batches from the one its predecessor died in up to the one it died in; a replayed batch has
+    ``batch-replay-total`` 1 and commits nothing, a rewritten one commits every task's
+    transaction; the last batch, after both recoveries, is a normal one."""
     prefix = f"eos-{uuid.uuid4().hex[:8]}"
-    topic, history = _crash_then_restart(kafka, tmp_path, mode, prefix, point)
+    crashes = CRASHES[mode]
+    topic, histories = _crash_then_restart(kafka, tmp_path, mode, prefix, crashes)
     seen = _counts(kafka.bootstrap_servers, topic, ROWS)
     assert set(seen) == set(range(ROWS)), f"{ROWS - len(seen)} rows missing"
     assert set(seen.values()) == {1}, f"{sum(n > 1 for n in seen.values())} rows written twice"
     assert_no_open_transaction(kafka.bootstrap_servers, topic, PARTITIONS)
-    by_batch = {batch_id: figures for batch_id, figures in history}
-    replayed = by_batch[int(CRASH_BATCH)]
-    assert replayed["batch-replay-total"] == int(REPLAYED[point])
-    assert replayed["transaction-commit-total"] == (0 if REPLAYED[point] else TASKS)
-    last = by_batch[FILES - 1]
+    firsts = [0] + [batch for _, batch in crashes]
+    ends = [batch for _, batch in crashes] + [FILES]
+    assert [sorted(h) for h in histories] == [list(range(a, b)) for a, b in zip(firsts, ends)]
+    for (point, batch), restarted in zip(crashes, histories[1:]):
+        replayed = restarted[batch]
+        assert replayed["batch-replay-total"] == int(REPLAYED[point]), point
+        assert replayed["transaction-commit-total"] == (0 if REPLAYED[point] else TASKS), point
+    last = histories[-1][FILES - 1]
     assert last["batch-replay-total"] == 0 and last["transaction-commit-total"] == TASKS
     assert last["record-send-total"] == ROWS_PER_FILE and last["transaction-commit-time-ms"] > 0
 
 
-@pytest.mark.parametrize("mode", ["arrow", "rows"])
-def test_at_least_once_the_same_crash_writes_the_replayed_batch_twice(kafka, tmp_path, mode):
-    topic, _ = _crash_then_restart(kafka, tmp_path, mode, "-", "after-write")
+def test_at_least_once_the_same_crash_writes_the_replayed_batch_twice(kafka, tmp_path):
+    """The driver dies after the tasks wrote micro-batch 1 (before Spark's checkpoint records
+    it), and the restarted query writes the batch again. In arrow mode only: that a restarted
+    query runs the batch its driver died in again, the exactly-once runs show in both modes by
+    the replayed batch's figures."""
+    topic, _ = _crash_then_restart(kafka, tmp_path, "arrow", "-", [("after-write", 1)])
     seen = _counts(kafka.bootstrap_servers, topic, ROWS + ROWS_PER_FILE)
     assert set(seen) == set(range(ROWS))
     twice = sorted(i for i, n in seen.items() if n == 2)
