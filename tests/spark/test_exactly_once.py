@@ -86,6 +86,7 @@ def _counts(bootstrap: str, topic: str, expected: int) -> Counter:
     return Counter(int(r.key) for part in records.values() for r in part)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("mode", list(CRASHES))
 def test_a_driver_killed_mid_batch_then_restarted_writes_every_row_exactly_once(kafka, tmp_path,
                                                                                mode):
@@ -112,6 +113,7 @@ def test_a_driver_killed_mid_batch_then_restarted_writes_every_row_exactly_once(
     assert last["record-send-total"] == ROWS_PER_FILE and last["transaction-commit-time-ms"] > 0
 
 
+@pytest.mark.heavy
 def test_at_least_once_the_same_crash_writes_the_replayed_batch_twice(kafka, tmp_path):
     """The driver dies after the tasks wrote micro-batch 1 (before Spark's checkpoint records
     it), and the restarted query writes the batch again. In arrow mode only: that a restarted
