@@ -23,10 +23,10 @@ jars: install
 	$(BIN)/python -m spark_kafka_sink.embedded.jars
 
 # pytest-xdist workers: two on the 2-core machine; WORKERS=0 runs the tests in the pytest process
-# itself. tests/scheduling.py orders the tests and keeps those that share a costly fixture (a
-# cluster, a module's broker) on one worker.
+# itself. tests/scheduling.py orders the tests; a module's tests stay on one worker, so its
+# module fixtures (a cluster, a module's own broker) start once.
 WORKERS ?= 2
-XDIST = $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadgroup --no-loadscope-reorder)
+XDIST = $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile --no-loadscope-reorder)
 
 # The whole suite, the fast layer first: the unit tests (a broken one fails the run within a
 # minute or two), then the broker and Spark tests against a real embedded Apache Kafka.

@@ -26,7 +26,7 @@ import pytest
 from spark_kafka_sink.embedded import BrokerLaunchError, BrokerSecurity, EmbeddedKafka
 from spark_kafka_sink.testing import KafkaCluster
 
-from .scheduling import group_of, is_versioned, run_order
+from .scheduling import is_versioned, run_order
 
 
 def pytest_configure(config):
@@ -43,9 +43,8 @@ def pytest_configure(config):
             "filterwarnings", r"ignore:Exception ignored in. <socket\.socket:pytest.PytestUnraisableExceptionWarning")
 
 
-@pytest.hookimpl(tryfirst=True)             # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """The suite's order, its xdist groups and the ``versioned`` marker (``tests/scheduling.py``)."""
+    """The suite's order and the ``versioned`` marker (``tests/scheduling.py``)."""
     items[:] = run_order(items)
     sources: dict[Path, str] = {}
     for item in items:
@@ -54,12 +53,6 @@ def pytest_collection_modifyitems(config, items):
             sources[path] = path.read_text(encoding="utf-8") if path.suffix == ".py" else ""
         if is_versioned(item.nodeid, sources[path]):
             item.add_marker(pytest.mark.versioned)
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        defs = item._fixtureinfo.name2fixturedefs
-        group = group_of(item.nodeid, {name: (d[-1].scope, d[-1].baseid) for name, d in defs.items() if d})
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -1,4 +1,4 @@
-"""The suite's order and its split over pytest-xdist workers (README, "The test suite").
+"""The suite's order and its split over pytest-xdist workers (README, "Where the time goes").
 
 Order: the fast layer first, so a broken unit fails the run in about a minute: ``tests/unit``,
 then the broker tests (``tests/integration``), then the Spark tests (``tests/spark``). Within a
@@ -6,18 +6,12 @@ layer, tests marked ``heavy`` (tens of seconds each: their own Spark driver proc
 come first, so that on two workers the last minutes hold short tests and both workers finish
 together instead of one waiting for the other's long tail.
 
-Split (``make test`` runs the broker and Spark layers with ``-n 2 --dist loadgroup``): a test
-goes to whichever worker is free, except that tests sharing something costly to start stay on one
-worker (an ``xdist_group``), so it starts once:
-
-- the tests of a module that uses a module-scoped fixture (a 3-node cluster, a module's own
-  broker, a soak run), or a session-scoped one defined in the module itself: the group is the
-  module;
-- the tests that use one of the session fixtures in :data:`SHARED_GROUPS` (a broker that few
-  tests need: Kafka 3.9, the secured broker): one group per fixture, unless a module fixture
-  already keeps the test with its module.
-
-The common session fixtures (``kafka``, ``spark``) start once per worker that needs them.
+Split (``make test`` runs each layer with ``-n 2 --dist loadfile``): a module's tests stay on
+one worker, in this order, so its module fixtures (a 3-node cluster, a module's own broker, a
+soak run, a driver process shared by its tests) start once; the modules go to whichever worker
+is free. The session fixtures (``kafka``, ``spark``, the secured and the 3.9 brokers) start once
+per worker that needs them. (xdist's ``loadgroup`` would split modules finer, but it marks groups
+in the test ids, which pytest 9.2's items no longer take.)
 
 Marker ``versioned`` (set here, not by hand): a test whose outcome can depend on the installed
 PySpark or pyarrow: every Spark test, every unit test under ``tests/unit/spark``, and every
@@ -27,14 +21,7 @@ older PySpark lines; the rest of the unit suite does not touch either.
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
-
 LAYERS = ("tests/unit/", "tests/integration/", "tests/spark/")
-
-SHARED_GROUPS = {"kafka_tv1": "kafka-3.9", "secured_kafka": "secured-kafka"}
-"""Session fixtures few tests use, which each worker would otherwise start: fixture -> group."""
-
-
 VERSIONED_NAMES = ("pyspark", "pyarrow")
 
 
@@ -54,19 +41,3 @@ def run_order(items: list) -> list:
     order otherwise)."""
     return sorted(items, key=lambda item: (layer(item.nodeid),
                                            item.get_closest_marker("heavy") is None))
-
-
-def group_of(nodeid: str, fixtures: dict[str, tuple[str, str]]) -> str | None:
-    """The xdist group of the test ``nodeid``, given the fixtures it uses (``name -> (scope, the
-    node id where the fixture is defined)``), or None when any worker may run it. (A test that
-    asks for a fixture only at run time, ``request.getfixturevalue``, carries its group as an
-    ``xdist_group`` mark.)"""
-    module = nodeid.split("::", 1)[0]
-    for scope, defined_in in fixtures.values():
-        # a module-scoped fixture, or a wider one that only this module can see
-        if scope in ("module", "class", "package") or (scope == "session" and defined_in == module):
-            return str(PurePosixPath(module))
-    for fixture in fixtures:
-        if fixture in SHARED_GROUPS:
-            return SHARED_GROUPS[fixture]
-    return None

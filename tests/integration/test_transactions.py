@@ -29,7 +29,6 @@ from spark_kafka_sink.errors import (
 )
 
 from ..helpers import create_topic
-from ..scheduling import SHARED_GROUPS
 from ..verify import assert_no_open_transaction, consume_all, list_offsets
 
 pytestmark = pytest.mark.timeout(180)
@@ -37,7 +36,7 @@ pytestmark = pytest.mark.timeout(180)
 PARTITIONS = 3
 
 
-@pytest.fixture(params=["tv2", pytest.param("tv1", marks=pytest.mark.xdist_group(SHARED_GROUPS["kafka_tv1"]))])
+@pytest.fixture(params=["tv2", "tv1"])
 def broker(request):
     """(bootstrap, the transaction version its transactions use)."""
     if request.param == "tv2":

@@ -1,11 +1,11 @@
-"""The suite's order and xdist groups (tests/scheduling.py): what keeps a costly fixture started
-once per run, and the fast layer first."""
+"""The suite's order (tests/scheduling.py): the fast layer first, the heavy tests first in each
+layer; and which tests make compat runs."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from tests.scheduling import group_of, is_versioned, layer, run_order
+from tests.scheduling import is_versioned, layer, run_order
 
 
 def _item(nodeid: str, heavy: bool = False):
@@ -21,23 +21,6 @@ def test_units_run_first_then_broker_then_spark_tests_heavy_ones_first_in_each()
         "tests/unit/test_d.py::t", "tests/unit/test_f.py::t", "tests/integration/test_e.py::t",
         "tests/integration/test_b.py::t", "tests/spark/test_c.py::t", "tests/spark/test_a.py::t"]
     assert layer("bench/test_x.py::t") == 3
-
-
-def test_a_module_fixture_or_a_module_own_session_fixture_keeps_the_module_on_one_worker():
-    module = "tests/integration/test_faults.py"
-    assert group_of(f"{module}::t[x]", {"cluster": ("module", module)}) == module
-    assert group_of(f"{module}::t", {"schemas": ("session", module)}) == module
-    # a module fixture wins over a shared broker's group: the module stays whole
-    assert group_of(f"{module}::t", {"secured_kafka": ("session", "tests"),
-                                     "cluster": ("module", module)}) == module
-
-
-def test_a_broker_few_tests_need_is_one_group_and_the_common_ones_none():
-    assert group_of("tests/integration/test_a.py::t", {"kafka_tv1": ("session", "tests")}) == "kafka-3.9"
-    assert group_of("tests/spark/test_b.py::t", {"secured_kafka": ("session", "tests"),
-                                                 "spark": ("session", "tests/spark")}) == "secured-kafka"
-    assert group_of("tests/spark/test_c.py::t", {"kafka": ("session", "tests"),
-                                                 "spark": ("session", "tests/spark")}) is None
 
 
 def test_versioned_tests_are_the_spark_tests_and_the_units_touching_pyspark_or_pyarrow():
