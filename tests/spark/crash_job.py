@@ -116,7 +116,7 @@ def main(bootstrap: str, topic: str, input_dir: str, checkpoint: str, mode: str,
     if prefix != "-":
         options.update({"delivery.guarantee": "exactly-once", "transactional.id.prefix": prefix})
     with tempfile.TemporaryDirectory() as warehouse:
-        spark = build_session("local[2]", warehouse, "spark-kafka-sink-crash-test")
+        spark = build_session("local[2]", warehouse, "spark-kafka-sink-crash-test", quick_start=True)
         try:
             stream = (spark.readStream.schema("id long").option("maxFilesPerTrigger", 1)
                       .json(input_dir).repartition(2)

@@ -68,7 +68,8 @@ def start(warehouse: str) -> tuple[Any | None, str | None, list[list[str]]]:
         os.environ["PYSPARK_SUBMIT_ARGS"] = _submit_args(version)
         tap = StderrTap()
         try:
-            spark = build_session("local[2]", warehouse, app_name="spark-kafka-source-witness")
+            spark = build_session("local[2]", warehouse, app_name="spark-kafka-source-witness",
+                                  quick_start=True)
         except Exception as exc:  # noqa: BLE001 - the JVM exited: Ivy could not resolve it
             failed.append([version, _why(tap.release(), exc)])
             continue

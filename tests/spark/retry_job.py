@@ -70,7 +70,7 @@ def write_case(spark, bootstrap: str, rows: int, fail_at: int, mode: str, topic:
 def main(bootstrap: str, rows: int, fail_at: int, out: str, cases: list[str]) -> None:
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as warehouse:
-        spark = build_session("local[2,3]", warehouse, "spark-kafka-sink-retry-test")
+        spark = build_session("local[2,3]", warehouse, "spark-kafka-sink-retry-test", quick_start=True)
         try:
             for case in cases:
                 mode, topic, prefix = parse_case(case)

@@ -27,13 +27,15 @@ from spark_kafka_sink.spark.submit import spark_submit_command
 from spark_kafka_sink.testing.spark_standalone import SparkStandalone, cpu_seconds, python_workers
 
 from ..helpers import create_topic
+from .session import QUICK_START_JAVA_OPTIONS
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.heavy]
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 4
 JOB_TIMEOUT_S = 300
-EXECUTOR_CONF = {"spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": "2"}
+EXECUTOR_CONF = {"spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": "2",
+                 "spark.executor.extraJavaOptions": QUICK_START_JAVA_OPTIONS}
 
 
 @pytest.fixture(scope="module")
