@@ -42,6 +42,29 @@ from .streaming import run_available_now
 
 CRASH_EXIT_CODE = 17
 POINTS = ("before-record", "after-record", "between-commits", "after-commits", "after-write", "none")
+REPLAYED = {"before-record": False, "after-record": True, "between-commits": True,
+            "after-commits": True}
+"""The exactly-once points: whether the restarted driver finds the batch its predecessor died in
+already committed (its commits finished from the commit log), so skips it as a replay."""
+
+
+def is_handover(record) -> bool:
+    """Whether ``record`` is the batch's ``prepared`` record naming its tasks' transactions (not
+    the count-only record some writes make before the job)."""
+    return record.state == commit_log.PREPARED and bool(record.transactions)
+
+
+def dies_before_append(point: str, batch: str, record) -> bool:
+    """Whether the driver dying at ``point`` of micro-batch ``batch`` dies before the commit log
+    takes ``record``."""
+    return point == "before-record" and record.batch_id == batch and is_handover(record)
+
+
+def dies_after_append(point: str, batch: str, record) -> bool:
+    """Whether it dies once the commit log took ``record``."""
+    return record.batch_id == batch and (
+        (point == "after-record" and is_handover(record))
+        or (point == "after-commits" and record.state == commit_log.COMMITTED))
 
 
 def _install_crash(point: str, batch: str) -> None:
@@ -53,13 +76,10 @@ def _install_crash(point: str, batch: str) -> None:
     append = commit_log.CommitLog.append
 
     def hooked_append(self, record):
-        handed_over = record.state == commit_log.PREPARED and record.transactions  # not pre-job
-        if record.batch_id == batch and handed_over and point == "before-record":
+        if dies_before_append(point, batch, record):
             crash()
         append(self, record)
-        if record.batch_id == batch and (
-                (handed_over and point == "after-record")
-                or (record.state == commit_log.COMMITTED and point == "after-commits")):
+        if dies_after_append(point, batch, record):
             crash()
 
     commit_log.CommitLog.append = hooked_append

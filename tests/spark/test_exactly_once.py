@@ -29,7 +29,7 @@ import pytest
 
 from ..helpers import create_topic
 from ..verify import assert_no_open_transaction, consume_all, list_offsets
-from .crash_job import CRASH_EXIT_CODE
+from .crash_job import CRASH_EXIT_CODE, REPLAYED
 from .session import run_script
 from .streaming import run_available_now
 
@@ -38,9 +38,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.timeout(600)]
 FILES, ROWS_PER_FILE, PARTITIONS = 4, 100, 3
 TASKS = 2  # crash_job repartitions each micro-batch in two: two tasks, two transactions
 ROWS = FILES * ROWS_PER_FILE
-REPLAYED = {"before-record": False, "after-record": True, "between-commits": True,
-            "after-commits": True}
-"""Whether the restarted driver finds the batch its predecessor died in already committed."""
 CRASHES = {"arrow": (("before-record", 1), ("between-commits", 2)),
            "rows": (("after-record", 1), ("after-commits", 2))}
 """Per mode, the runs' crash points, one per run, each at its micro-batch; a last run finishes."""

@@ -21,7 +21,7 @@ import pytest
 
 from ..helpers import create_topic
 from ..verify import assert_no_open_transaction, consume_all, list_offsets
-from .retry_job import CASE_MARK
+from .retry_job import CASE_MARK, parse_case
 from .session import run_script
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.heavy]
@@ -68,7 +68,7 @@ def retry_runs(kafka, tmp_path_factory) -> dict[tuple[str, str], RetryCase]:
         parts[topic] = rest
     cases = {}
     for key, spec in specs.items():
-        topic = spec.split(",")[1]
+        _, topic, _ = parse_case(spec)
         result = results.get(topic, {"metrics": None, "error": "the job did not run this case"})
         cases[key] = RetryCase(topic, result["metrics"], result["error"], parts.get(topic, ""))
     return cases

@@ -34,11 +34,13 @@ import pytest
 from spark_kafka_sink.producer.resumable import ResumableTransaction
 from spark_kafka_sink.spark import sink as sink_module
 from spark_kafka_sink.spark.arrow_writer import stats_batch
-from spark_kafka_sink.spark.commit_log import COMMITTED, PREPARED
+from spark_kafka_sink.spark.commit_log import COMMITTED
 from spark_kafka_sink.spark.exactly_once import ExactlyOnceDriver
 from spark_kafka_sink.spark.metrics import SinkTaskMetrics
 from spark_kafka_sink.spark.partition_writer import TaskStats
 from spark_kafka_sink.spark.sink import KafkaSink
+
+from tests.spark.crash_job import REPLAYED, dies_after_append, dies_before_append, is_handover
 
 from .txn_cluster import Cluster, DriverKilled, MemoryCommitLog, Process
 
@@ -46,9 +48,6 @@ PREFIX = "q"
 QUERY_ID = "5d0a7c9e-0000-4000-8000-000000000002"
 TXN_TIMEOUT_MS, MAX_TIMEOUT_MS, EXPIRATION_MS = 60_000, 900_000, 3_600_000
 BATCHES, ROWS, TASKS = 4, 6, 2
-REPLAYED = {"before-record": False, "after-record": True, "between-commits": True,
-            "after-commits": True}
-"""Whether the restarted driver finds the batch its predecessor died in already committed."""
 
 
 def rows_of(batch: int) -> list[tuple[str, int]]:
@@ -78,19 +77,17 @@ class Driver(Process):
 
 
 class CrashingLog(MemoryCommitLog):
-    """The in-memory commit log, with the driver's record-point crashes."""
+    """The in-memory commit log, with the driver's record-point crashes (``crash_job``'s own
+    rules)."""
 
     def append(self, record) -> None:
         driver = self.process
-        ours = record.batch_id == driver.batch
-        handed_over = ours and record.state == PREPARED and bool(record.transactions)
-        if handed_over and driver.point == "before-record":
+        if dies_before_append(driver.point, driver.batch, record):
             driver.die()
         super().append(record)
-        if handed_over:
+        if record.batch_id == driver.batch and is_handover(record):
             driver.commits = 0
-        if (handed_over and driver.point == "after-record") or (
-                ours and record.state == COMMITTED and driver.point == "after-commits"):
+        if dies_after_append(driver.point, driver.batch, record):
             driver.die()
 
 
