@@ -31,7 +31,7 @@ XDIST = $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile --no-loadscop
 # The whole suite, the fast layer first: the unit tests (a broken one fails the run within a
 # minute or two), then the broker and Spark tests against a real embedded Apache Kafka.
 test: install
-	$(BIN)/python -m pytest tests/unit $(XDIST) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/unit $(XDIST) --spark-archive $(PYTEST_ARGS)
 	$(BIN)/python -m pytest tests/integration tests/spark $(XDIST) $(PYTEST_ARGS)
 
 unit: install

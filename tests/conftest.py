@@ -17,6 +17,7 @@ the failure message carries the node's log tail.
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from importlib import metadata
@@ -53,6 +54,44 @@ def pytest_collection_modifyitems(config, items):
             sources[path] = path.read_text(encoding="utf-8") if path.suffix == ".py" else ""
         if is_versioned(item.nodeid, sources[path]):
             item.add_marker(pytest.mark.versioned)
+
+
+_ARCHIVE_DUMP = pytest.StashKey()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--spark-archive", action="store_true",
+                     help="dump Spark's class-data archive (spark_kafka_sink.spark.cds) during this run, "
+                          "unless there is one, for the Spark tests of the next run: make test's unit run")
+
+
+def pytest_collection_finish(session):
+    """A run with Spark tests (or ``--spark-archive``) and no Spark class-data archive yet (a fresh
+    machine) starts dumping one now, in the background (``spark_kafka_sink.spark.cds``), so the
+    dump overlaps the tests that need no Spark; the Spark tests' fixture waits for it, and the run
+    waits for it at its end. One xdist worker starts it."""
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
+        return
+    if session.config.getoption("--spark-archive") or any(
+            item.get_closest_marker("spark") for item in session.items):
+        from spark_kafka_sink.spark import cds as spark_cds  # imports pyspark: only here
+
+        dump = spark_cds.start_ensuring()
+        if dump is not None:
+            session.config.stash[_ARCHIVE_DUMP] = dump
+
+
+def pytest_unconfigure(config):
+    """Reap the background dump (ended with its children, by its process group, if it is still
+    running past 5 minutes)."""
+    dump = config.stash.get(_ARCHIVE_DUMP, None)
+    if dump is not None:
+        from spark_kafka_sink.spark import cds as spark_cds
+
+        try:
+            dump.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            spark_cds.kill_group(dump)
 
 
 def pytest_sessionfinish(session, exitstatus):

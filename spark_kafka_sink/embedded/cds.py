@@ -42,14 +42,19 @@ def enabled() -> bool:
 
 def plan(jars: KafkaJars, java: str, role: str, *, may_create: bool = True) -> CdsPlan:
     """Use the archive for ``role`` if there is one; else dump one at exit if ``may_create``."""
+    return plan_in(jars.directory / "cds", java, role, may_create=may_create)
+
+
+def plan_in(directory: Path, java: str, role: str, *, may_create: bool = True) -> CdsPlan:
+    """:func:`plan` for the archives kept in ``directory`` (any JVM application's, e.g. Spark's)."""
     if not enabled():
         return CdsPlan(())
-    final = jars.directory / "cds" / f"{role}-{_java_key(java)}.jsa"
+    final = directory / f"{role}-{java_key(java)}.jsa"
     if final.is_file():
         return CdsPlan((f"-XX:SharedArchiveFile={final}",))
     if not may_create:
         return CdsPlan(())
-    final.parent.mkdir(exist_ok=True)
+    final.parent.mkdir(parents=True, exist_ok=True)
     _drop_stale(final.parent)
     pending = final.with_name(f"{final.stem}.{os.getpid()}.{id(final):x}.tmp")
     return CdsPlan((f"-XX:ArchiveClassesAtExit={pending}",), pending, final)
@@ -79,7 +84,7 @@ def _drop_stale(directory: Path, age_s: float = 3600.0) -> None:
             pass
 
 
-def _java_key(java: str) -> str:
+def java_key(java: str) -> str:
     """A short key for one JDK build: its real path, size and modification time."""
     real = os.path.realpath(java)
     try:

@@ -32,14 +32,15 @@ class SparkSubmit:
 
 def spark_submit_command(script: str | Path, args: Sequence[str], *, conf_dir: str | Path,
                          python: str | None = None, master: str | None = None,
-                         conf: Mapping[str, str] | None = None) -> SparkSubmit:
+                         conf: Mapping[str, str] | None = None, java_options: str = "") -> SparkSubmit:
     """How to run ``script`` with ``spark-submit`` as docs/ARCHITECTURE.md says ("Spark in tests and
     local runs"): workers and driver on
     ``python`` (default: this interpreter, which has pyarrow and this package), loopback only,
     ``conf_dir/spark-defaults.conf``, and ``conf_dir/log4j2.properties`` added to the driver
     Java options that file sets (``--driver-java-options`` replaces them, so both go in).
     ``master`` (e.g. a standalone cluster's ``spark://127.0.0.1:7077``) replaces that file's
-    ``local[2]``; ``conf`` adds ``--conf key=value`` settings."""
+    ``local[2]``; ``conf`` adds ``--conf key=value`` settings; ``java_options`` go after the
+    driver's."""
     python = python or sys.executable
     settings = [part for key, value in (conf or {}).items() for part in ("--conf", f"{key}={value}")]
     conf_path = Path(conf_dir).resolve()
@@ -48,9 +49,10 @@ def spark_submit_command(script: str | Path, args: Sequence[str], *, conf_dir: s
     if not found:
         raise JobError(f"spark-submit is neither next to {python} nor on PATH; install pyspark")
     defaults = conf_path / "spark-defaults.conf"
-    java_options = load_properties(defaults).get("spark.driver.extraJavaOptions", "")
+    driver_options = load_properties(defaults).get("spark.driver.extraJavaOptions", "")
     log4j = f"-Dlog4j2.configurationFile={(conf_path / 'log4j2.properties').as_uri()}"
+    driver_options = " ".join(part for part in (driver_options, log4j, java_options.strip()) if part)
     argv = (found, "--properties-file", str(defaults), *(("--master", master) if master else ()),
-            *settings, "--driver-java-options", f"{java_options} {log4j}".strip(), str(script), *args)
+            *settings, "--driver-java-options", driver_options, str(script), *args)
     env = {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python, "SPARK_LOCAL_IP": "127.0.0.1"}
     return SparkSubmit(argv, MappingProxyType(env))

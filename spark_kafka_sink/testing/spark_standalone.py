@@ -10,7 +10,8 @@ in executor processes apart from the driver, not inside the driver's JVM as with
 
 Ports are picked free on 127.0.0.1; each daemon logs to ``directory/<name>.log`` and the executors
 to ``directory/<worker>/<app-id>/<executor-id>/stderr`` (Spark's layout). Daemons get a small
-heap (``daemon_memory``); each worker offers ``cores`` cores and ``memory`` to executors.
+heap (``daemon_memory``) and ``java_options`` (e.g. Spark's class-data archive, see ``spark_kafka_sink.spark.cds``);
+each worker offers ``cores`` cores and ``memory`` to executors.
 :meth:`close` ends everything the cluster started, by process id: its daemons, their executors
 and the executors' Python workers.
 """
@@ -68,7 +69,7 @@ class SparkStandalone:
     """One master and ``workers`` workers on 127.0.0.1 (see the module docstring)."""
 
     def __init__(self, directory: str | Path, *, workers: int = 2, cores: int = 1, memory: str = "1g",
-                 daemon_memory: str = "256m", start_timeout_s: float = 90.0) -> None:
+                 daemon_memory: str = "256m", start_timeout_s: float = 90.0, java_options: str = "") -> None:
         if workers < 1 or cores < 1:
             raise ValueError(f"need at least one worker and one core, got workers={workers}, cores={cores}")
         self.directory = Path(directory)
@@ -77,6 +78,7 @@ class SparkStandalone:
         self.memory = memory
         self.daemon_memory = daemon_memory
         self.start_timeout_s = start_timeout_s
+        self.java_options = java_options
         self.master_port = 0
         self._processes: list[tuple[str, subprocess.Popen, IO[bytes]]] = []
 
@@ -142,6 +144,9 @@ class SparkStandalone:
         env.pop("SPARK_CONF_DIR", None)
         env.pop("SPARK_MASTER_OPTS", None)
         env.pop("SPARK_WORKER_OPTS", None)
+        env.pop("SPARK_DAEMON_JAVA_OPTS", None)
+        if self.java_options:
+            env["SPARK_DAEMON_JAVA_OPTS"] = self.java_options
         return env
 
     def _launch(self, name: str, args: list[str]) -> None:

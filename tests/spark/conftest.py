@@ -1,4 +1,5 @@
-"""One local[2] SparkSession for the Spark tests (settings in ``session.py``); the broker is ``kafka``.
+"""One local[2] SparkSession for the Spark tests (settings in ``session.py``); the broker is ``kafka``;
+Spark's class-data archive made before the first Spark JVM of the run.
 
 ``PYSPARK_PYTHON`` and ``SPARK_LOCAL_IP`` are set before the JVM starts and restored at the end.
 """
@@ -9,7 +10,17 @@ import os
 
 import pytest
 
+from spark_kafka_sink.spark import cds as spark_cds
+
 from .session import SPARK_ENV, build_session
+
+
+@pytest.fixture(scope="session", autouse=True)
+def spark_class_archive():
+    """Spark's class-data archive, dumped once per machine and pyspark before the first Spark JVM
+    of the run (every later one maps it: seconds less each; see ``spark_kafka_sink.spark.cds``). Waits for a dump
+    another worker or the run's start began."""
+    return spark_cds.ensure_archive()
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from spark_kafka_sink.spark import cds as spark_cds
+
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
 
@@ -24,6 +26,15 @@ only and the serial collector, which spend far less CPU starting up (a ``local[2
 small job: about a third less wall time on the 2-core machine, where test processes compete for
 the cores). Never for benchmarks: C2 compiles Spark's own hot code for long runs."""
 
+
+
+def short_job_java_options() -> str:
+    """Java options for a Spark JVM of a test that lives for one short job (a test's own driver, a
+    standalone daemon or executor, the Connect server): :data:`QUICK_START_JAVA_OPTIONS` and
+    Spark's class-data archive when there is one (``spark_kafka_sink.spark.cds``)."""
+    return f"{QUICK_START_JAVA_OPTIONS} {spark_cds.java_options()}".strip()
+
+
 SPARK_ENV = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
              "SPARK_LOCAL_IP": "127.0.0.1"}
 
@@ -31,13 +42,15 @@ SPARK_ENV = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.exec
 def build_session(master: str, warehouse: str, app_name: str = "spark-kafka-sink-tests", *,
                   quick_start: bool = False):
     """A SparkSession on ``master`` (``local[2]``, or ``local[2,3]`` to allow task retries) with
-    the tests' settings; ``warehouse`` is a temporary directory. ``quick_start`` for a driver
-    process that runs one short job (:data:`QUICK_START_JAVA_OPTIONS`)."""
+    the tests' settings; ``warehouse`` is a temporary directory. The JVM maps Spark's class-data
+    archive when there is one; ``quick_start`` for a driver process that runs one short job
+    (:func:`short_job_java_options`)."""
     from pyspark.sql import SparkSession
 
     java_options = f"-Xss16m -Dlog4j2.configurationFile=file:{CONF / 'log4j2.properties'}"
-    if quick_start:
-        java_options += f" {QUICK_START_JAVA_OPTIONS}"
+    extra = short_job_java_options() if quick_start else spark_cds.java_options()
+    if extra:
+        java_options += f" {extra}"
     session = (SparkSession.builder
                .master(master)
                .appName(app_name)

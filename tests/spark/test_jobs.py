@@ -23,6 +23,7 @@ from spark_kafka_sink.spark.submit import spark_submit_command
 
 from ..helpers import create_topic
 from ..verify import consume_all
+from .session import short_job_java_options
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
@@ -151,6 +152,12 @@ def test_spark_submit_on_a_cluster_takes_its_master_and_settings_before_the_scri
     assert argv[-2:] == ["job.py", "--x"]
 
 
+def test_spark_submit_adds_the_callers_java_options_after_the_drivers():
+    command = spark_submit_command("job.py", [], conf_dir=CONF, java_options=" -XX:+UseSerialGC ")
+    java_options = command.argv[command.argv.index("--driver-java-options") + 1]
+    assert java_options.startswith("-Xss16m ") and java_options.endswith("/log4j2.properties -XX:+UseSerialGC")
+
+
 def test_metrics_over_a_run_add_up_and_serialize_without_nan():
     history = [{"record-send-total": 10, "request-total": 2, "request-latency-avg": 4.0},
                {"record-send-total": 5, "request-total": 1, "request-latency-avg": 10.0},
@@ -169,7 +176,8 @@ def run_job(script: str, args: list[str]) -> subprocess.CompletedProcess:
     """``spark-submit jobs/<script> ARGS`` (Spark set up as docs/ARCHITECTURE.md says), bounded by
     SUBMIT_TIMEOUT_S:
     past it, the process group it was started in is killed, by its id."""
-    command = spark_submit_command(ROOT / "jobs" / script, args, conf_dir=CONF)
+    command = spark_submit_command(ROOT / "jobs" / script, args, conf_dir=CONF,
+                                   java_options=short_job_java_options())
     return run_bounded(list(command.argv), command.environ(), SUBMIT_TIMEOUT_S)
 
 

@@ -22,7 +22,7 @@ from spark_kafka_sink.spark.compat import CONNECT_FOREACH_PARTITION_PYSPARK, pys
 
 from ..helpers import create_topic
 from ..verify import assert_no_open_transaction, consume_all
-from .session import CONF, QUICK_START_JAVA_OPTIONS, SPARK_ENV, same_minor_versions
+from .session import CONF, SPARK_ENV, same_minor_versions, short_job_java_options
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.heavy]
 
@@ -44,7 +44,7 @@ def connect_conf(directory: Path, server_version: str | None) -> Path:
     (directory / "spark-defaults.conf").write_text(
         defaults + "\nspark.connect.grpc.binding.address 127.0.0.1\n" + jar +
         f"spark.driver.extraJavaOptions -Xss16m -Dlog4j2.configurationFile={(CONF / 'log4j2.properties').as_uri()} "
-        f"{QUICK_START_JAVA_OPTIONS}\n")
+        f"{short_job_java_options()}\n")
     return directory
 
 

@@ -27,20 +27,20 @@ from spark_kafka_sink.spark.submit import spark_submit_command
 from spark_kafka_sink.testing.spark_standalone import SparkStandalone, cpu_seconds, python_workers
 
 from ..helpers import create_topic
-from .session import QUICK_START_JAVA_OPTIONS
+from .session import short_job_java_options
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.heavy]
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 4
 JOB_TIMEOUT_S = 300
-EXECUTOR_CONF = {"spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": "2",
-                 "spark.executor.extraJavaOptions": QUICK_START_JAVA_OPTIONS}
+EXECUTOR_CONF = {"spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": "2"}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with SparkStandalone(tmp_path_factory.mktemp("spark-standalone"), workers=2, memory="1g") as running:
+    with SparkStandalone(tmp_path_factory.mktemp("spark-standalone"), workers=2, memory="1g",
+                         java_options=short_job_java_options()) as running:
         yield running
 
 
@@ -60,8 +60,11 @@ class Job:
                 "--checkpoint", str(work / "checkpoint"), "--trigger", "availableNow",
                 "--max-files-per-trigger", str(per_trigger), "--metrics-json", str(self.metrics_path),
                 "--timeout", str(JOB_TIMEOUT_S - 30)]
+        java_options = short_job_java_options()
         command = spark_submit_command(ROOT / "jobs" / "stream_to_kafka.py", args, conf_dir=ROOT / "conf",
-                                       master=cluster.master_url, conf={**EXECUTOR_CONF, **(conf or {})})
+                                       master=cluster.master_url, java_options=java_options,
+                                       conf={**EXECUTOR_CONF, "spark.executor.extraJavaOptions": java_options,
+                                             **(conf or {})})
         self.batches_done = threading.Event()  # the first micro-batch line was printed
         self._out = open(self.log, "w", encoding="utf-8")  # noqa: SIM115 - closed in wait()
         self.process = subprocess.Popen(command.argv, env=command.environ(), cwd=ROOT, text=True,
