@@ -29,6 +29,11 @@ from spark_kafka_sink.testing import KafkaCluster
 
 from .scheduling import is_versioned, run_order
 
+# The tests' brokers (and those of the processes they start: the demo's, the soak's) carry little
+# load, so they run on the C1 compiler only: less CPU to start and to idle (docs/ARCHITECTURE.md,
+# "The run"). Benchmarks leave their brokers as they are.
+os.environ.setdefault("SPARK_KAFKA_SINK_BROKER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+
 
 def pytest_configure(config):
     """PySpark 3.x's ``DataFrame.collect()`` leaves its result socket to the garbage collector

@@ -24,7 +24,8 @@ INSTALL_HINT = (
 # Measured on 2 cores, 1 node, cached jars, best of 3 (format + launch + Metadata): G1 2.90 s,
 # ParallelGC 2.85 s, SerialGC 2.82 s, -Xshare:off 2.98 s, -XX:TieredStopAtLevel=1 2.30 s. The GC
 # barely matters; SerialGC is kept for its small footprint (no G1 remembered sets, one GC thread).
-# TieredStopAtLevel=1 is not used: it starts faster but costs the broker much of its throughput.
+# TieredStopAtLevel=1 is not used by default: it starts faster but costs the broker much of its
+# throughput (the test suite, whose brokers idle, adds it through BROKER_JAVA_OPTIONS_ENV).
 # The big win is an AppCDS archive of Kafka's own classes (cds.py): ~2.2 s → ~1.3 s per JVM.
 _FAST_START = (
     "-XX:+UseSerialGC",
@@ -74,12 +75,20 @@ def java_version(java: str) -> int:
     return int(match.group(2) or 0) if major == 1 else major  # "1.8.0_392" is Java 8
 
 
+BROKER_JAVA_OPTIONS_ENV = "SPARK_KAFKA_SINK_BROKER_JAVA_OPTIONS"
+"""Extra JVM flags for every embedded broker, after ours (so they win), split on whitespace: the
+test suite sets ``-XX:TieredStopAtLevel=1`` (a third less CPU to start, a quarter less idle;
+its brokers carry little load), benchmarks leave it unset."""
+
+
 def broker_flags(heap: str, log4j_config: Path, logs_dir: Path) -> list[str]:
-    """JVM flags for a broker: fixed small heap, fast start, our log4j2 config."""
+    """JVM flags for a broker: fixed small heap, fast start, our log4j2 config, then
+    ``$SPARK_KAFKA_SINK_BROKER_JAVA_OPTIONS``."""
     return [
         f"-Xms{_min_heap(heap)}", f"-Xmx{heap}", *_FAST_START,
         f"-Dlog4j2.configurationFile={log4j_config}",
         f"-Dkafka.logs.dir={logs_dir}",
+        *os.environ.get(BROKER_JAVA_OPTIONS_ENV, "").split(),
     ]
 
 

@@ -27,7 +27,7 @@ def spark_class_archive():
 def spark(tmp_path_factory):
     saved = {name: os.environ.get(name) for name in SPARK_ENV}
     os.environ.update(SPARK_ENV)
-    session = build_session("local[2]", str(tmp_path_factory.mktemp("spark-warehouse")))
+    session = build_session("local[2]", str(tmp_path_factory.mktemp("spark-warehouse")), quick_start=True)
     try:
         yield session
     finally:
