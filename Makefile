@@ -69,7 +69,7 @@ $(COMPAT)/pyspark-%/.installed: compat/pyspark-%.txt setup.cfg pyproject.toml
 	touch $@
 
 compat-%: $(COMPAT)/pyspark-%/.installed
-	$(COMPAT)/pyspark-$*/bin/python -m pytest -m "versioned and not newest" $(COMPAT_TESTS) $(XDIST) $(PYTEST_ARGS)
+	$(COMPAT)/pyspark-$*/bin/python -m pytest -m "versioned and not newest" $(COMPAT_TESTS) $(XDIST) --spark-archive $(PYTEST_ARGS)
 
 # The model-based tests (the producer core; the exactly-once commit protocol) with their long
 # profiles (thousands of runs, longer ones; `make test` runs bounded profiles). Repeat them for

@@ -66,19 +66,16 @@ _ARCHIVE_DUMP = pytest.StashKey()
 
 def pytest_addoption(parser):
     parser.addoption("--spark-archive", action="store_true",
-                     help="dump Spark's class-data archive (spark_kafka_sink.spark.cds) during this run, "
-                          "unless there is one, for the Spark tests of the next run: make test's unit run")
+                     help="dump Spark's class-data archive (spark_kafka_sink.spark.cds) in the background "
+                          "while this run's tests run, unless there is one; the run ends once it is done")
 
 
-def pytest_collection_finish(session):
-    """A run with Spark tests (or ``--spark-archive``) and no Spark class-data archive yet (a fresh
-    machine) starts dumping one now, in the background (``spark_kafka_sink.spark.cds``), so the
-    dump overlaps the tests that need no Spark; the Spark tests' fixture waits for it, and the run
-    waits for it at its end. One xdist worker starts it."""
-    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
-        return
-    if session.config.getoption("--spark-archive") or any(
-            item.get_closest_marker("spark") for item in session.items):
+def pytest_sessionstart(session):
+    """With ``--spark-archive`` and no Spark class-data archive yet (a fresh machine), start
+    dumping one in the background, so the dump overlaps tests that need no Spark JVM (``make
+    test``'s unit run, ``make compat``'s unit tests); the Spark tests' fixture waits for it. In
+    the pytest process only, not in an xdist worker."""
+    if session.config.getoption("--spark-archive") and not hasattr(session.config, "workerinput"):
         from spark_kafka_sink.spark import cds as spark_cds  # imports pyspark: only here
 
         dump = spark_cds.start_ensuring()
@@ -87,8 +84,7 @@ def pytest_collection_finish(session):
 
 
 def pytest_unconfigure(config):
-    """Reap the background dump (ended with its children, by its process group, if it is still
-    running past 5 minutes)."""
+    """Wait for the background dump (ended with its children, by its process group, past 5 minutes)."""
     dump = config.stash.get(_ARCHIVE_DUMP, None)
     if dump is not None:
         from spark_kafka_sink.spark import cds as spark_cds

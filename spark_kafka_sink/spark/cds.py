@@ -40,6 +40,8 @@ QUICK_START = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 """For the JVM that dumps: it runs one short job (the archive serves any compiler and collector)."""
 
 DUMP_TIMEOUT_S = 300.0
+MODULE = "spark_kafka_sink.spark.cds"
+"""This module's name, to run it with ``python -m`` (as ``__main__``, ``__name__`` is not it)."""
 
 
 def spark_java() -> str:
@@ -91,7 +93,7 @@ def ensure_archive(cache_root: Path | None = None, *, timeout_s: float = DUMP_TI
         options = " ".join((*plan.flags, *QUIET, *QUICK_START))
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                "SPARK_LOCAL_IP": "127.0.0.1"}
-        job = subprocess.Popen([sys.executable, "-m", __name__, "--load-classes", options], env=env,
+        job = subprocess.Popen([sys.executable, "-m", MODULE, "--load-classes", options], env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
         try:
@@ -109,7 +111,7 @@ def start_ensuring(cache_root: Path | None = None) -> subprocess.Popen | None:
     The caller reaps the process (:func:`kill_group` ends it and its children)."""
     if not cds.enabled() or archive_plan(may_create=False, cache_root=cache_root).flags:
         return None
-    argv = [sys.executable, "-m", __name__, "--ensure"]
+    argv = [sys.executable, "-m", MODULE, "--ensure"]
     if cache_root is not None:
         argv += ["--cache-root", str(cache_root)]
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

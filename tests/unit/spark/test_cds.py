@@ -61,3 +61,8 @@ def test_the_off_switch_turns_off_flags_dumps_and_background_dumps(monkeypatch, 
     assert spark_cds.java_options(tmp_path) == ""
     assert spark_cds.ensure_archive(tmp_path) is None
     assert spark_cds.start_ensuring(tmp_path) is None
+
+
+def test_the_dump_runs_this_module_by_its_importable_name():
+    """``python -m`` runs the module as ``__main__``: the processes it starts must name it."""
+    assert spark_cds.MODULE == spark_cds.__name__ == "spark_kafka_sink.spark.cds"
