@@ -70,6 +70,7 @@ TM = f"{PKG}/producer/transaction_manager.py"
 TR = f"{PKG}/producer/txn_requests.py"
 RS = f"{PKG}/producer/resumable.py"
 PW = f"{PKG}/spark/partition_writer.py"
+TK = f"{PKG}/spark/task.py"
 AW = f"{PKG}/spark/arrow_writer.py"
 DL = f"{PKG}/spark/dead_letters.py"
 PF = f"{PKG}/spark/preflight.py"
@@ -186,18 +187,18 @@ MUTANTS: list[Mutant] = [
            "budget_ms = cfg.max_block_ms if timeout is None else int(timeout * 1000)",
            "budget_ms = cfg.max_block_ms if timeout is None else int(timeout)", RESUMABLE_TESTS),
     # --- the Spark writers ---------------------------------------------------------------------
-    Mutant("writer-failed-task-leaves-transaction-open", PW,
+    Mutant("writer-failed-task-leaves-transaction-open", TK,
            """    except BaseException:
         _abort_quietly(producer)
         raise""",
            """    except BaseException:
         raise""", WRITER_TESTS),
-    Mutant("writer-transactional-producer-not-closed", PW,
+    Mutant("writer-transactional-producer-not-closed", TK,
            """    finally:
         producer.close(timeout_s)""",
            """    finally:
         pass""", WRITER_TESTS),
-    Mutant("writer-transaction-outside-a-task", PW,
+    Mutant("writer-transaction-outside-a-task", TK,
            "if info.partition_id < 0:", "if False:", WRITER_TESTS),
     Mutant("writer-rows-go-on-after-a-failure", PW,
            """        for position, row in enumerate(rows):

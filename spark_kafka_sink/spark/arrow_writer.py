@@ -5,10 +5,10 @@ task gets Spark's Arrow batches (``spark.sql.execution.arrow.maxRecordsPerBatch`
 hands each one, whole, to ``KafkaProducer.send_arrow``, which partitions and encodes columns
 rather than rows. The task follows the same skeleton as
 :class:`~spark_kafka_sink.spark.partition_writer.PartitionWriter`
-(:func:`~spark_kafka_sink.spark.partition_writer.run_task`): lease this worker's producer (a
+(:func:`~spark_kafka_sink.spark.task.run_task`, :mod:`.task`): lease this worker's producer (a
 retry gets a fresh one), send, flush, wait for every result, release the lease in ``finally``,
-raise :class:`~spark_kafka_sink.spark.partition_writer.PartitionWriteError` if any record failed,
-with the same message as rows mode.
+raise :class:`~spark_kafka_sink.spark.task.PartitionWriteError` if any record failed, with the
+same message as rows mode.
 
 On the driver, :func:`sink_frame` selects only the sink columns, under their conventional names
 (``value``, ``key``, ``topic``, ``partition``, ``headers``, ``timestamp``), by position, so a
@@ -59,11 +59,10 @@ from ..producer.resumable import ResumableTransaction
 from .dead_letters import CONVERT, BadRecord
 from .metrics import SinkTaskMetrics
 from .options import TOPIC, SinkConfig, topic_name_problem
-from .partition_writer import (TaskRun, _Outcome, _TaskInfo, check_writer_arguments, run_task,
-                               task_info)
 from .producer_pool import ProducerPool, get_pool
 from .rows import RowError
 from .schema import HEADERS_TYPE, Kind, WriteSchema
+from .task import Outcome, TaskInfo, TaskRun, check_writer_arguments, run_task, task_info
 
 __all__ = ["ArrowWriter", "STATS_SCHEMA", "merge_stats", "rechunk", "sink_frame", "stats_transactions",
            "DEFAULT_RECHUNK_ROWS", "DEFAULT_RECHUNK_BYTES"]
@@ -147,7 +146,7 @@ class ArrowWriter:
 
     def __init__(self, sink_config: SinkConfig, write_schema: WriteSchema, *,
                  pool: Callable[[], ProducerPool] = get_pool,
-                 task: Callable[[], _TaskInfo] = task_info,
+                 task: Callable[[], TaskInfo] = task_info,
                  rechunk_rows: int = DEFAULT_RECHUNK_ROWS,
                  rechunk_bytes: int = DEFAULT_RECHUNK_BYTES, batch_id: int | None = None):
         check_writer_arguments(sink_config, write_schema)
@@ -169,7 +168,7 @@ class ArrowWriter:
         """Write every batch (the task's whole partition) and check; the task's run. Raises the
         task's first error."""
         return run_task(self.sink_config, self._pool, self._task,
-                        lambda producer, outcome: self._send_all(producer, batches, outcome), _Outcome(),
+                        lambda producer, outcome: self._send_all(producer, batches, outcome), Outcome(),
                         self.batch_id)
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
@@ -179,7 +178,7 @@ class ArrowWriter:
         yield stats_batch(stats.partition_id, stats.attempt, stats.duration_ms, run.metrics(),
                           run.transaction)
 
-    def _send_all(self, producer: Any, batches: Iterable[Any], outcome: _Outcome) -> None:
+    def _send_all(self, producer: Any, batches: Iterable[Any], outcome: Outcome) -> None:
         """Send batch after batch until the first failure; ``position`` counts the rows of the
         task's partition, so errors name a row as rows mode does."""
         sender = _BatchSender(producer, self.write_schema, self.sink_config.topic, outcome)
@@ -206,7 +205,7 @@ class _BatchSender:
     __slots__ = ("_producer", "_send_arrow", "_columns", "_topic", "_outcome", "_checked",
                  "_letters")
 
-    def __init__(self, producer: Any, schema: WriteSchema, default_topic: str | None, outcome: _Outcome):
+    def __init__(self, producer: Any, schema: WriteSchema, default_topic: str | None, outcome: Outcome):
         self._producer = producer
         self._send_arrow = producer.send_arrow
         self._columns = {name: (name if getattr(schema, name) is not None else None)

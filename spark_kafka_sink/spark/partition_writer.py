@@ -28,9 +28,12 @@ transaction; after step 5 the task hands its open transaction out
 (:mod:`.exactly_once`), and closes the producer, which leaves the transaction open. A task that
 fails aborts its transaction first.
 
-Steps 1, 3, 4 and 5 are :func:`run_task`, shared with arrow mode's
-:class:`~spark_kafka_sink.spark.arrow_writer.ArrowWriter` (its sends return one tally each, which
-:class:`_Outcome` adds up), so both modes fail with the same message.
+Steps 1, 3, 4 and 5, and the exactly-once part, are :func:`~spark_kafka_sink.spark.task.run_task`
+(:mod:`.task`), shared with arrow mode's :class:`~spark_kafka_sink.spark.arrow_writer.ArrowWriter`
+(its sends return one tally each, which :class:`~spark_kafka_sink.spark.task.Outcome` adds up), so
+both modes fail with the same message; this module holds step 2, rows mode's own.
+:class:`PartitionWriteError`, :class:`TaskStats` and :data:`FLUSH_MARGIN_S` live in :mod:`.task`
+and stay importable from here.
 
 The writer keeps only the frozen config and schema (and, from ``KafkaSink``, a Spark
 accumulator), so it pickles small. It returns a :class:`TaskStats` (``foreachPartition`` discards
@@ -42,251 +45,21 @@ every record was checked: a failed attempt adds nothing.
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from ..errors import KafkaError, KafkaTimeoutError, is_record_error
-from ..producer.producer import KafkaProducer
-from ..producer.resumable import ResumableTransaction
-from ..producer.tally import DeliveryFailure, DeliveryTally
-from .dead_letters import CONVERT, BadRecord, DeadLetters, TaskContext
-from .metrics import SinkTaskMetrics, task_metrics
+from ..errors import is_record_error
+from ..producer.tally import DeliveryTally
+from .dead_letters import CONVERT, BadRecord
 from .options import SinkConfig
 from .producer_pool import ProducerPool, get_pool
 from .rows import RowConverter, RowError
 from .schema import WriteSchema
+from .task import (FLUSH_MARGIN_S, Outcome, PartitionWriteError, TaskInfo, TaskStats,
+                   check_writer_arguments, run_task, task_info)
+
+__all__ = ["PartitionWriter", "PartitionWriteError", "TaskStats", "FLUSH_MARGIN_S"]
 
 log = logging.getLogger(__name__)
-
-
-class PartitionWriteError(KafkaError):
-    """Records of a task's partition could not be written; the task fails (and Spark may retry it)."""
-
-
-@dataclass(frozen=True)
-class TaskStats:
-    """What one task wrote: records acknowledged, records failed, and bytes sent to the brokers
-    (the producer's ``byte-total`` delta: record batches as sent, after compression)."""
-
-    partition_id: int
-    attempt: int
-    records_sent: int
-    records_failed: int
-    bytes_sent: int
-    duration_ms: int
-    producer_created: bool = False
-    """Whether the task's producer was created for it (first use in this worker, or a retry)
-    rather than reused from the worker's pool."""
-    transaction: ResumableTransaction | None = None
-    """Exactly-once: the task's open transaction, for the driver to commit."""
-    metrics: SinkTaskMetrics | None = None
-    """The task's figures (what the accumulator gets)."""
-
-
-@dataclass(frozen=True)
-class _TaskInfo:
-    partition_id: int
-    attempt: int
-
-
-def task_info() -> _TaskInfo:
-    """The running Spark task's partition id and attempt number; ``(-1, 0)`` outside a task."""
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    if context is None:
-        return _TaskInfo(-1, 0)
-    return _TaskInfo(context.partitionId(), context.attemptNumber())
-
-
-class _Outcome:
-    """What a task's records came to: the delivery tallies of its sends (one
-    :class:`DeliveryTally` per task in rows mode, one ``ArrowSendResult`` per ``send_arrow`` call
-    in arrow mode; each counts acknowledged and failed records once per batch, on the sender
-    thread) plus a send that raised. Shared by both modes, so their errors read the same."""
-
-    __slots__ = ("tallies", "send_error", "send_topic", "send_partition", "send_position",
-                 "dead_letters")
-
-    def __init__(self, *tallies: DeliveryTally) -> None:
-        self.tallies: list[DeliveryTally] = list(tallies)
-        self.dead_letters: DeadLetters | None = None
-        """With ``errors.tolerance=all``: the task's bad records (set by :func:`run_task`)."""
-        self.send_error: BaseException | None = None
-        self.send_topic: str | None = None
-        self.send_partition: int | None = None
-        self.send_position: int | None = None
-
-    @property
-    def tally(self) -> DeliveryTally:
-        """The first tally (rows mode's only one)."""
-        return self.tallies[0]
-
-    @property
-    def acked(self) -> int:
-        return sum(tally.acked for tally in self.tallies)
-
-    @property
-    def failed(self) -> int:
-        return sum(tally.failed for tally in self.tallies) + (self.send_error is not None)
-
-    @property
-    def topics(self) -> dict[str, int]:
-        merged: dict[str, int] = {}
-        for tally in self.tallies:
-            for topic, count in tally.acked_by_topic.items():
-                merged[topic] = merged.get(topic, 0) + count
-        return merged
-
-    @property
-    def first_failure(self) -> DeliveryFailure | None:
-        """The first failed batch of the first tally (in send order) that has one."""
-        return next((t.first_failure for t in self.tallies if t.first_failure is not None), None)
-
-    def record_send_error(self, error: BaseException, topic: str | None, partition: int | None,
-                          position: int | None = None) -> None:
-        """A send raised (sending stops there); ``position``: the row in the task's partition,
-        when known."""
-        self.send_error, self.send_topic, self.send_partition = error, topic, partition
-        self.send_position = position
-
-    def settle(self, timeout_s: float) -> None:
-        """After the flush: wait until every tally that can be waited on (``wait(timeout)``, as
-        ``ArrowSendResult``) has an outcome for each of its records."""
-        for tally in self.tallies:
-            wait = getattr(tally, "wait", None)
-            if wait is not None and not wait(timeout_s):
-                raise PartitionWriteError(
-                    f"{tally!r} still had records without an outcome {timeout_s:.0f} s after the "
-                    f"flush; failing the task rather than reporting them written")
-
-    def check(self) -> None:
-        failure = self.first_failure
-        if failure is None and self.send_error is None:
-            if self.dead_letters is not None:
-                self.dead_letters.check()
-            return
-        position = None
-        if failure is not None:  # a batch failed before send raised: it is the first error
-            error, topic, partition = failure.error, failure.topic_partition.topic, failure.topic_partition.partition
-        else:
-            error, topic, partition = self.send_error, self.send_topic, self.send_partition
-            position = self.send_position
-        failed = self.failed
-        where = f"topic {topic!r}, partition {'not chosen yet' if partition is None else partition}"
-        if position is not None:
-            where += f", row {position} of this partition"
-        raise PartitionWriteError(
-            f"{failed} record{'s' if failed != 1 else ''} failed to be written to Kafka; "
-            f"the first error ({where}): {type(error).__name__}: {error}") from error
-
-
-@dataclass(frozen=True)
-class TaskRun:
-    """A task whose records were all sent, flushed and checked: what its stats and metrics are
-    made of (:func:`run_task`)."""
-
-    task: _TaskInfo
-    outcome: _Outcome
-    before: Any
-    after: Any
-    producer_created: bool
-    started: float
-    transaction: ResumableTransaction | None = None
-
-    def stats(self) -> TaskStats:
-        bytes_sent = int(self.after.values.get("byte-total", 0) - self.before.values.get("byte-total", 0))
-        return TaskStats(self.task.partition_id, self.task.attempt, self.outcome.acked,
-                         self.outcome.failed, bytes_sent, int((time.monotonic() - self.started) * 1000),
-                         self.producer_created, self.transaction, self.metrics())
-
-    def metrics(self) -> SinkTaskMetrics:
-        outcome = self.outcome
-        letters = outcome.dead_letters
-        return task_metrics(self.before, self.after, records_sent=outcome.acked,
-                            records_failed=outcome.failed, topics=outcome.topics,
-                            attempt=self.task.attempt, producer_created=self.producer_created,
-                            bad_records=None if letters is None else letters.figures())
-
-
-def run_task(config: SinkConfig, pool: Callable[[], ProducerPool], task: Callable[[], _TaskInfo],
-             send: Callable[[Any, _Outcome], None], outcome: _Outcome,
-             batch_id: int | None = None) -> TaskRun:
-    """The skeleton of a task in either mode: lease this worker's producer for ``config`` (a
-    retry, attempt > 0, gets a fresh one), ``send(producer, outcome)``, flush (even when ``send``
-    raised: the worker may be SIGKILLed once idle, so nothing flushes later), wait for every
-    outcome, release the lease in ``finally``, then raise the first failed record's error, if any.
-    With ``errors.tolerance=all`` the outcome gets the task's :class:`.dead_letters.DeadLetters`
-    (``batch_id``: the micro-batch, for their context headers), which ``send`` hands the bad
-    records to and settles.
-    """
-    started = time.monotonic()
-    info = task()
-    policy = config.error_policy
-    if policy.tolerant:
-        producer_config = config.producer_config
-        outcome.dead_letters = DeadLetters(
-            policy, TaskContext(batch_id, info.partition_id, info.attempt),
-            min(producer_config.max_request_size, producer_config.buffer_memory),
-            flush_timeout_s=producer_config.delivery_timeout_ms / 1000 + FLUSH_MARGIN_S)
-    if config.exactly_once:
-        return _run_transactional_task(config, info, send, outcome, started)
-    lease = pool().acquire(config.producer_config, attempt=info.attempt,
-                           idle_timeout_ms=config.producer_cache_timeout_ms)
-    try:
-        producer = lease.producer
-        before = producer.metrics_snapshot()
-        _flushed(producer, lambda: send(producer, outcome), config.producer_config.delivery_timeout_ms)
-        outcome.settle(config.producer_config.delivery_timeout_ms / 1000)
-        after = producer.metrics_snapshot()
-    finally:
-        lease.release()
-    outcome.check()
-    return TaskRun(info, outcome, before, after, lease.created, started)
-
-
-def _run_transactional_task(config: SinkConfig, info: _TaskInfo, send: Callable[[Any, _Outcome], None],
-                            outcome: _Outcome, started: float) -> TaskRun:
-    """:func:`run_task` in exactly-once mode (see the module docstring): a producer of the task's
-    own, one transaction, handed out open; aborted if anything fails."""
-    if info.partition_id < 0:
-        raise PartitionWriteError("exactly-once writes run inside Spark tasks: no task partition id")
-    producer_config = config.transactional_config(info.partition_id)
-    producer = KafkaProducer(producer_config)
-    timeout_s = producer_config.delivery_timeout_ms / 1000
-    try:
-        producer.init_transactions()
-        producer.begin_transaction()
-        before = producer.metrics_snapshot()
-        _flushed(producer, lambda: send(producer, outcome), producer_config.delivery_timeout_ms)
-        outcome.settle(timeout_s)
-        after = producer.metrics_snapshot()
-        outcome.check()
-        transaction = producer.resumable_transaction()
-    except BaseException:
-        _abort_quietly(producer)
-        raise
-    finally:
-        producer.close(timeout_s)
-    return TaskRun(info, outcome, before, after, True, started, transaction)
-
-
-def _abort_quietly(producer: KafkaProducer) -> None:
-    """Abort the task's transaction on the way out of a failure; its own errors are logged (a
-    fenced producer cannot abort, and the next attempt's ``init_transactions()`` aborts it)."""
-    try:
-        producer.abort_transaction()
-    except Exception:  # noqa: BLE001 - the task's own error is the one to raise
-        log.warning("could not abort the failed task's transaction", exc_info=True)
-
-
-def check_writer_arguments(sink_config: Any, write_schema: Any) -> None:
-    """``TypeError`` unless a writer (either mode) got a ``SinkConfig`` and a ``WriteSchema``."""
-    if not isinstance(sink_config, SinkConfig):
-        raise TypeError(f"sink_config must be a SinkConfig, got {type(sink_config).__name__}")
-    if not isinstance(write_schema, WriteSchema):
-        raise TypeError(f"write_schema must be a WriteSchema, got {type(write_schema).__name__}")
 
 
 class PartitionWriter:
@@ -301,7 +74,7 @@ class PartitionWriter:
 
     def __init__(self, sink_config: SinkConfig, write_schema: WriteSchema, *,
                  pool: Callable[[], ProducerPool] = get_pool,
-                 task: Callable[[], _TaskInfo] = task_info,
+                 task: Callable[[], TaskInfo] = task_info,
                  accumulator: Any = None, batch_id: int | None = None):
         check_writer_arguments(sink_config, write_schema)
         RowConverter(write_schema, sink_config.topic)  # fail here, on the driver, not in tasks
@@ -317,14 +90,14 @@ class PartitionWriter:
         send = self._send_tolerant if tolerant else self._send_all
         run = run_task(self.sink_config, self._pool, self._task,
                        lambda producer, outcome: send(producer, rows, outcome),
-                       _Outcome(DeliveryTally(keep_refused=tolerant)), self.batch_id)
+                       Outcome(DeliveryTally(keep_refused=tolerant)), self.batch_id)
         stats = run.stats()
         log.debug("partition %d (attempt %d) written: %s", stats.partition_id, stats.attempt, stats)
         if self.accumulator is not None:  # last: only a task that succeeded counts
             self.accumulator.add(run.metrics())
         return stats
 
-    def _send_all(self, producer: Any, rows: Iterable[Any], outcome: _Outcome) -> None:
+    def _send_all(self, producer: Any, rows: Iterable[Any], outcome: Outcome) -> None:
         """Send rows until the first error; a ``send`` that raises counts as a failed record.
         Every record is sent with the task's tally, so outcomes are counted once per batch."""
         convert = RowConverter(self.write_schema, self.sink_config.topic).convert
@@ -341,7 +114,7 @@ class PartitionWriter:
                 outcome.record_send_error(error, record.topic, record.partition, position)
                 return
 
-    def _send_tolerant(self, producer: Any, rows: Iterable[Any], outcome: _Outcome) -> None:
+    def _send_tolerant(self, producer: Any, rows: Iterable[Any], outcome: Outcome) -> None:
         """:meth:`_send_all` with ``errors.tolerance=all``: a row that cannot become a record, or
         that ``send`` refuses for itself alone, goes to the dead letters, as do the records the
         broker refuses one by one; any other error stops the task as there."""
@@ -375,35 +148,3 @@ class PartitionWriter:
 
     def __repr__(self) -> str:
         return f"PartitionWriter({self.sink_config!r}, {self.write_schema!r})"
-
-
-FLUSH_MARGIN_S = 30.0
-"""The task's flush waits ``kafka.delivery.timeout.ms`` plus this long at most: by then every
-record has an outcome (it is failed at its delivery timeout) unless the producer is stuck."""
-
-
-def _flushed(producer: Any, send: Callable[[], None], delivery_timeout_ms: int) -> None:
-    """``send()``, then ``producer.flush()`` even if ``send`` raised. A flush error surfaces only
-    when ``send`` succeeded, so it never hides the first error. The flush is bounded
-    (``delivery.timeout.ms`` plus :data:`FLUSH_MARGIN_S`): a stuck producer fails the task with
-    what is still pending rather than hanging it."""
-    try:
-        send()
-    except BaseException:
-        try:
-            _bounded_flush(producer, delivery_timeout_ms)
-        except Exception:  # noqa: BLE001 - the send error is the one to report
-            log.warning("flush after a failed partition write also failed", exc_info=True)
-        raise
-    _bounded_flush(producer, delivery_timeout_ms)
-
-
-def _bounded_flush(producer: Any, delivery_timeout_ms: int) -> None:
-    timeout_s = delivery_timeout_ms / 1000 + FLUSH_MARGIN_S
-    try:
-        producer.flush(timeout_s)
-    except KafkaTimeoutError as error:
-        raise PartitionWriteError(
-            f"the producer's flush did not end within {timeout_s:g} s (kafka.delivery.timeout.ms="
-            f"{delivery_timeout_ms} plus {FLUSH_MARGIN_S:g} s): {error}; failing the task rather than "
-            f"waiting for ever (records still pending may yet be written)") from error

@@ -5,6 +5,8 @@
 - Only spark/ imports pyspark.
 - No import circle between modules (module-level imports; ``TYPE_CHECKING`` ones aside), and no
   module below the package root imports a name from the root itself (only its submodules).
+- No module imports a private name (``_``-prefixed, dunders such as ``__version__`` aside) from
+  another module of the package: what two modules share is public and documented where it lives.
 """
 
 from __future__ import annotations
@@ -157,3 +159,43 @@ def test_no_module_below_the_root_imports_a_name_from_the_root():
                     offenders += [f"{path.relative_to(PACKAGE)} imports {alias.name} from the root"
                                   for alias in node.names if f"{base}.{alias.name}" not in modules]
     assert not offenders, "\n".join(offenders)
+
+
+def _private_imports_of_source(source: str, path: Path) -> list[str]:
+    """``module.name`` for each ``_``-prefixed name (not a dunder) ``source`` imports from a
+    module of the package (``from x import _y``; ``import spark_kafka_sink.x._y`` too)."""
+    rel_parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    found = []
+    for node in ast.walk(ast.parse(source, filename=str(path))):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(rel_parts[: len(rel_parts) - node.level] + ((node.module,) if node.module else ()))
+            if base.split(".")[0] == "spark_kafka_sink":
+                found += [f"{base}.{alias.name}" for alias in node.names if _is_private(alias.name)]
+        elif isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names
+                      if alias.name.split(".")[0] == "spark_kafka_sink"
+                      and any(_is_private(part) for part in alias.name.split("."))]
+    return found
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def test_no_module_imports_a_private_name_of_another():
+    offenders = [f"{path.relative_to(PACKAGE)} imports {name}"
+                 for path in sorted(PACKAGE.rglob("*.py"))
+                 for name in _private_imports_of_source(path.read_text(), path)]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_private_import_checker_sees_relative_and_absolute_imports():
+    """Guard the checker itself: private names are caught however imported; dunders are not private."""
+    probe = PACKAGE / "spark" / "probe.py"
+    assert _private_imports_of_source("from .task import Outcome, _flushed\n", probe) == \
+        ["spark_kafka_sink.spark.task._flushed"]
+    assert _private_imports_of_source("from spark_kafka_sink.client import _x\n", probe) == \
+        ["spark_kafka_sink.client._x"]
+    assert _private_imports_of_source("from ..version import __version__\nfrom os import _exit\n", probe) == []

@@ -26,7 +26,7 @@ from spark_kafka_sink.spark.arrow_writer import (
 )
 from spark_kafka_sink.spark.metrics import SinkTaskMetrics
 from spark_kafka_sink.spark.options import SinkConfig
-from spark_kafka_sink.spark.partition_writer import PartitionWriteError, _TaskInfo
+from spark_kafka_sink.spark.task import PartitionWriteError, TaskInfo
 from spark_kafka_sink.spark.rows import RowError
 from spark_kafka_sink.spark.schema import Column, Kind, WriteSchema
 from spark_kafka_sink.structs import TopicPartition
@@ -96,7 +96,7 @@ class FakeArrowProducer:
 def make_writer(producer, *, attempt=0, schema=SCHEMA, options=OPTIONS, **kwargs):
     pool = FakePool(producer)
     writer = ArrowWriter(SinkConfig.from_options(options), schema, pool=lambda: pool,
-                         task=lambda: _TaskInfo(4, attempt), **kwargs)
+                         task=lambda: TaskInfo(4, attempt), **kwargs)
     return writer, pool
 
 

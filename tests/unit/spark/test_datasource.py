@@ -27,7 +27,7 @@ from spark_kafka_sink.spark.datasource import (
     merge_messages,
 )
 from spark_kafka_sink.spark.metrics import SinkTaskMetrics, format_line
-from spark_kafka_sink.spark.partition_writer import PartitionWriteError, _TaskInfo
+from spark_kafka_sink.spark.task import PartitionWriteError, TaskInfo
 
 from .test_partition_writer import FakePool, FakeProducer
 
@@ -128,7 +128,7 @@ def test_write_task_returns_the_tasks_metrics_in_its_commit_message():
     pool = FakePool(producer)
     rows = iter([Row(key=f"k{i}", value=f"v{i}") for i in range(4)])
     got = _write_task(writer.config, writer.write_schema, rows, pool=lambda: pool,
-                      task=lambda: _TaskInfo(3, 1))
+                      task=lambda: TaskInfo(3, 1))
     assert isinstance(got, KafkaCommitMessage)
     assert (got.partition_id, got.attempt) == (3, 1)
     assert got.metrics.records_sent == 4 and got.metrics.topics == {"t": 4}
@@ -144,7 +144,7 @@ def test_failed_write_task_raises_and_returns_no_message():
     pool = FakePool(FakeProducer(fail_at={1}))
     with pytest.raises(PartitionWriteError, match="1 record failed"):
         _write_task(writer.config, writer.write_schema, iter([Row(key="k", value="v")] * 3),
-                    pool=lambda: pool, task=lambda: _TaskInfo(0, 0))
+                    pool=lambda: pool, task=lambda: TaskInfo(0, 0))
 
 
 def test_merge_sums_the_messages_and_spans_the_tasks():

@@ -16,7 +16,7 @@ from spark_kafka_sink.spark.dead_letters import (CONTEXT_VALUE_MAX, CONVERT, HEA
                                                  LOG_PERIOD_MS, PRODUCE, BadRecord, DeadLetter,
                                                  DeadLetterError, DeadLetters, TaskContext)
 from spark_kafka_sink.spark.options import ErrorPolicy, SinkConfig
-from spark_kafka_sink.spark.partition_writer import PartitionWriteError
+from spark_kafka_sink.spark.task import PartitionWriteError
 from spark_kafka_sink.structs import TopicPartition
 
 from ..fakes import FakeClock
@@ -354,7 +354,7 @@ def test_a_replayed_dead_letters_headers_are_the_records_not_ours():
 def test_the_dead_letters_flushes_are_bounded_like_the_tasks():
     """settle() flushes until every dead letter has an outcome: each flush is bounded
     (delivery.timeout.ms plus the task's margin), so a stuck producer fails the task."""
-    from spark_kafka_sink.spark.partition_writer import FLUSH_MARGIN_S
+    from spark_kafka_sink.spark.task import FLUSH_MARGIN_S
 
     class Recording(Producer):
         def __init__(self, **kwargs):

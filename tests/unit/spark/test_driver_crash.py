@@ -37,7 +37,7 @@ from spark_kafka_sink.spark.arrow_writer import stats_batch
 from spark_kafka_sink.spark.commit_log import COMMITTED
 from spark_kafka_sink.spark.exactly_once import ExactlyOnceDriver
 from spark_kafka_sink.spark.metrics import SinkTaskMetrics
-from spark_kafka_sink.spark.partition_writer import TaskStats
+from spark_kafka_sink.spark.task import TaskStats
 from spark_kafka_sink.spark.sink import KafkaSink
 
 from tests.spark.crash_job import REPLAYED, dies_after_append, dies_before_append, is_handover

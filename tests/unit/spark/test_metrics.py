@@ -11,7 +11,7 @@ import pytest
 from spark_kafka_sink import KafkaSink
 from spark_kafka_sink.producer.metrics_snapshot import MetricsSnapshot
 from spark_kafka_sink.spark.metrics import SinkMetricsParam, SinkTaskMetrics, format_line, task_metrics
-from spark_kafka_sink.spark.partition_writer import PartitionWriteError
+from spark_kafka_sink.spark.task import PartitionWriteError
 from spark_kafka_sink.spark.rows import RowError
 
 from .test_partition_writer import FakeProducer, make_writer, rows

@@ -9,17 +9,12 @@ from pyspark.sql import Row
 
 from spark_kafka_sink.errors import NotLeaderOrFollowerError, RecordTooLargeError
 from spark_kafka_sink.producer.resumable import ResumableTransaction
-from spark_kafka_sink.spark import partition_writer
+from spark_kafka_sink.spark import partition_writer, task as task_module
 from spark_kafka_sink.spark.options import SinkConfig
-from spark_kafka_sink.spark.partition_writer import (
-    PartitionWriteError,
-    PartitionWriter,
-    TaskStats,
-    _TaskInfo,
-    task_info,
-)
+from spark_kafka_sink.spark.partition_writer import PartitionWriter
 from spark_kafka_sink.spark.rows import RowError
 from spark_kafka_sink.spark.schema import Column, Kind, WriteSchema
+from spark_kafka_sink.spark.task import PartitionWriteError, TaskInfo, TaskStats, task_info
 from spark_kafka_sink.producer.metrics_snapshot import MetricsSnapshot
 from spark_kafka_sink.producer.tally import DeliveryTally
 from spark_kafka_sink.structs import TopicPartition
@@ -112,7 +107,7 @@ class FakePool:
 def make_writer(producer, *, attempt=0, schema=SCHEMA, options=OPTIONS):
     pool = FakePool(producer)
     writer = PartitionWriter(SinkConfig.from_options(options), schema, pool=lambda: pool,
-                             task=lambda: _TaskInfo(4, attempt))
+                             task=lambda: TaskInfo(4, attempt))
     return writer, pool
 
 
@@ -219,12 +214,18 @@ def test_no_topic_anywhere_is_refused_when_built():
 
 
 def test_task_info_outside_a_task():
-    assert task_info() == _TaskInfo(-1, 0)
+    assert task_info() == TaskInfo(-1, 0)
+
+
+def test_the_shared_names_stay_importable_from_the_rows_writer_module():
+    """The task skeleton moved to spark/task.py; the public names users may import from here stay."""
+    for name in ("PartitionWriteError", "TaskStats", "FLUSH_MARGIN_S"):
+        assert getattr(partition_writer, name) is getattr(task_module, name)
 
 
 def test_a_stuck_flush_fails_the_task_at_the_delivery_timeout_plus_a_margin_naming_what_is_pending():
     from spark_kafka_sink.errors import KafkaTimeoutError
-    from spark_kafka_sink.spark.partition_writer import FLUSH_MARGIN_S
+    from spark_kafka_sink.spark.task import FLUSH_MARGIN_S
 
     class StuckProducer(FakeProducer):
         def __init__(self):
@@ -287,7 +288,7 @@ def task_producers(monkeypatch):
     """The transactional producers exactly-once tasks create; ``fail_at`` for the next ones."""
     options = {}
     FakeTransactionalProducer.made = []
-    monkeypatch.setattr(partition_writer, "KafkaProducer",
+    monkeypatch.setattr(task_module, "KafkaProducer",
                         lambda config: FakeTransactionalProducer(config, **options))
     return FakeTransactionalProducer.made, options
 
@@ -295,7 +296,7 @@ def task_producers(monkeypatch):
 def eos_writer():
     return PartitionWriter(SinkConfig.from_options(EOS_OPTIONS), SCHEMA,
                            pool=lambda: pytest.fail("exactly-once tasks use no pooled producer"),
-                           task=lambda: _TaskInfo(4, 1))
+                           task=lambda: TaskInfo(4, 1))
 
 
 def test_an_exactly_once_task_hands_its_transaction_out_open(task_producers):
@@ -327,7 +328,7 @@ def test_an_exactly_once_task_whose_row_is_refused_aborts_too(task_producers):
 def test_an_exactly_once_write_outside_a_spark_task_is_refused(task_producers):
     made, _ = task_producers
     writer = PartitionWriter(SinkConfig.from_options(EOS_OPTIONS), SCHEMA,
-                             task=lambda: _TaskInfo(-1, 0))
+                             task=lambda: TaskInfo(-1, 0))
     with pytest.raises(PartitionWriteError, match="exactly-once writes run inside Spark tasks"):
         writer(iter(rows(1)))
     assert made == []

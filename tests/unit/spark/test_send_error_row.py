@@ -8,7 +8,7 @@ from pyspark.sql import Row
 
 from spark_kafka_sink.errors import (AuthenticationError, BufferExhaustedError, MetadataTimeoutError,
                                      ProducerClosedError)
-from spark_kafka_sink.spark.partition_writer import PartitionWriteError
+from spark_kafka_sink.spark.task import PartitionWriteError
 from spark_kafka_sink.spark.schema import Column, Kind, WriteSchema
 
 from .test_partition_writer import OPTIONS, FakeProducer, make_writer
