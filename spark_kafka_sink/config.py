@@ -18,7 +18,7 @@ Then the Java producer's cross-property rules, in its order:
    ``sasl.mechanism`` must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI, Java's
    default, is refused); PLAIN and SCRAM credentials come from ``sasl.username``/``sasl.password``
    or a ``sasl.jaas.config`` login line for that mechanism, OAUTHBEARER tokens from exactly one
-   source (``client.jaas``, ``client.oauth``).
+   source (``client.auth.jaas``, ``client.auth.oauth``).
 2. ``reconnect.backoff.ms`` set without ``reconnect.backoff.max.ms``: the maximum becomes the base
    (``CommonClientConfigs.postProcessReconnectBackoffConfigs``).
 3. Idempotence on (``ProducerConfig.postProcessAndValidateIdempotenceConfigs``): ``retries`` = 0 or
@@ -49,7 +49,7 @@ from types import MappingProxyType, SimpleNamespace
 from typing import Any, Callable, Mapping
 
 from .bytecodec import INT32_MAX, INT64_MAX
-from .client.jaas import SASL_PROTOCOLS, credentials_from_config
+from .client.auth.jaas import SASL_PROTOCOLS, credentials_from_config
 from .client.tls import TLS_PROTOCOLS
 from .client.urls import redact_url
 from .errors import ConfigError

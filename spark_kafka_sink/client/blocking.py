@@ -9,7 +9,7 @@ connection, and socket errors surface as KafkaConnectionError naming the address
 
 With ``security`` (:class:`~.security.ConnectionSecurity`), the socket is wrapped in TLS (the
 handshake bounded by ``timeout_s``; a failure raises :class:`SslAuthenticationError`) and, after
-ApiVersions, SASL runs as in the network client (``authenticator``); a refusal raises the
+ApiVersions, SASL runs as in the network client (``auth.authenticator``); a refusal raises the
 :class:`AuthenticationError` the broker's code names. An OAUTHBEARER token is waited for at most
 ``timeout_s`` too (it is fetched on the token cache's own thread), so a stuck token endpoint
 cannot hold the connection longer.
@@ -33,7 +33,7 @@ from ..protocol.framing import ClientFraming
 from ..protocol.values import Struct
 from ..protocol.versions import VersionRange, negotiate
 from .api_versions import FIRST_VERSION, api_versions_body, interpret_api_versions
-from .authenticator import SaslAuthenticator
+from .auth.authenticator import SaslAuthenticator
 from .security import PLAINTEXT, ConnectionSecurity
 from .tls import describe_ssl_error
 

@@ -6,7 +6,7 @@ The rules:
 - DISCONNECTED -> CONNECTING when a connection is initiated. CONNECTING -> CHECKING_API_VERSIONS
   when the socket (and, later, its TLS transport) is up and the ApiVersions request is queued.
   CHECKING_API_VERSIONS -> READY when the broker's versions arrive, or -> AUTHENTICATING first
-  when SASL is configured (SaslHandshake and SaslAuthenticate run; ``client.authenticator``).
+  when SASL is configured (SaslHandshake and SaslAuthenticate run; ``client.auth.authenticator``).
   AUTHENTICATING -> READY once the broker accepts us. A refused authentication is a failure like
   any other: DISCONNECTED, with the reconnect backoff grown.
 - Any state -> DISCONNECTED on a failure, a timeout or a close. No other move exists; asking for

@@ -15,7 +15,7 @@ Per node: a connection state (``connection_states``), a :class:`Connection` (fra
 broker's versions) while connected, and the in-flight requests (``in_flight``). Each connection
 negotiates ApiVersions before it is READY, and every request's version is negotiated against
 that connection's answer. With SASL (``settings.sasl``) the connection then authenticates
-(``authenticator``: SaslHandshake, then SaslAuthenticate rounds) before it is READY, and, when the
+(``auth.authenticator``: SaslHandshake, then SaslAuthenticate rounds) before it is READY, and, when the
 broker gives the session a lifetime (KIP-368), authenticates again on the same connection at 85-95%
 of it: new requests wait for that login, the ones in flight complete as usual. An OAUTHBEARER
 token is never fetched on this thread: a login whose token is not ready (the token cache fetches
@@ -61,11 +61,11 @@ from ..structs import Node
 from .api_versions import (
     FIRST_VERSION, NO_FEATURES, FinalizedFeatures, api_versions_body, interpret_api_versions,
 )
-from .authenticator import SaslAuthenticator, SaslStep
+from .auth.authenticator import SaslAuthenticator, SaslStep
+from .auth.jaas import SASL_PROTOCOLS, SaslCredentials, credentials_from_config
 from .connection import Connection
 from .connection_states import FOREVER_MS, ConnectionState, ConnectionStates
 from .in_flight import InFlightRequests
-from .jaas import SASL_PROTOCOLS, SaslCredentials, credentials_from_config
 from .metadata import Metadata
 from .metadata_updater import MetadataUpdater
 from .requests import ClientRequest, ClientResponse, InFlightRequest
@@ -551,7 +551,7 @@ class NetworkClient:
         self._auth_errors.pop(node_id, None)
         log.debug("node %d is ready", node_id)
 
-    # --- SASL (see authenticator.py) ------------------------------------------------------------
+    # --- SASL (see auth/authenticator.py) -------------------------------------------------------
 
     def _start_authentication(self, node_id: int, responses: list[ClientResponse],
                               now_ms: int, *, reauthentication: bool = False) -> None:

@@ -12,7 +12,7 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
-from .jaas import SASL_PROTOCOLS, SaslCredentials, credentials_from_config
+from .auth.jaas import SASL_PROTOCOLS, SaslCredentials, credentials_from_config
 from .tls import TLS_PROTOCOLS, build_ssl_context
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from spark_kafka_sink import KafkaProducer
 from spark_kafka_sink.admin import create_topic
-from spark_kafka_sink.client.oauth import UnsecuredJwtSource
+from spark_kafka_sink.client.auth.oauth import UnsecuredJwtSource
 from spark_kafka_sink.errors import AuthenticationError
 from spark_kafka_sink.testing import TokenEndpoint
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_kafka_sink.client.jaas import SaslCredentials, parse_jaas_config, sasl_credentials
+from spark_kafka_sink.client.auth.jaas import SaslCredentials, parse_jaas_config, sasl_credentials
 from spark_kafka_sink.config import HIDDEN, ProducerConfig
 from spark_kafka_sink.errors import ConfigError
 

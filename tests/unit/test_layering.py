@@ -2,6 +2,8 @@
 
 - protocol/ and record/ are sans-I/O: no sockets, selectors, threads, clocks, event loops or Spark.
 - Dependencies point down only: spark -> producer -> client -> protocol/record -> errors/structs.
+- client/auth/ (SASL and its tokens) sits below config.py and admin.py too: config reads its
+  credentials from it.
 - Only spark/ imports pyspark.
 - No import circle between modules (module-level imports; ``TYPE_CHECKING`` ones aside), and no
   module below the package root imports a name from the root itself (only its submodules).
@@ -20,11 +22,12 @@ PACKAGE = Path(__file__).resolve().parents[2] / "spark_kafka_sink"
 
 SANS_IO_FORBIDDEN = {"socket", "selectors", "threading", "time", "asyncio", "ssl", "pyspark", "subprocess"}
 
-# layer -> sibling packages it must not import (they sit above it)
+# layer (a folder under the package) -> top-level packages or modules it must not import (they sit above it)
 LAYERS = {
     "protocol": {"record", "client", "producer", "spark", "embedded", "cli", "config"},
     "record": {"protocol", "client", "producer", "spark", "embedded", "cli", "config"},
     "client": {"producer", "spark", "embedded", "cli"},
+    "client/auth": {"producer", "spark", "embedded", "cli", "config", "admin"},
     "producer": {"spark", "embedded", "cli"},
 }
 
@@ -70,8 +73,10 @@ def test_sans_io_layers_import_no_io(layer):
 
 @pytest.mark.parametrize("layer", sorted(LAYERS))
 def test_dependencies_point_down(layer):
+    files = _files(layer)
+    assert files, f"spark_kafka_sink/{layer}/ has no modules"
     offenders = []
-    for path in _files(layer):
+    for path in files:
         for name in _imports(path):
             parts = name.split(".")
             if parts[0] == "spark_kafka_sink" and len(parts) > 1 and parts[1] in LAYERS[layer]:
@@ -96,6 +101,9 @@ def test_import_resolver_sees_relative_imports():
     assert "spark_kafka_sink.client" in _imports_of_source("from ..client import blocking\n", probe)
     assert "socket" in _imports_of_source("import socket\n", probe)
     assert "time" in _imports_of_source("from time import monotonic\n", probe)
+    in_auth = PACKAGE / "client" / "auth" / "probe.py"
+    assert "spark_kafka_sink.producer" in _imports_of_source("from ...producer import sender\n", in_auth)
+    assert "spark_kafka_sink.config" in _imports_of_source("from ... import config\n", in_auth)
 
 
 def _module_name(path: Path) -> str:

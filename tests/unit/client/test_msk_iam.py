@@ -8,8 +8,9 @@ import types
 
 import pytest
 
-from spark_kafka_sink.client.jaas import credentials_from_config
-from spark_kafka_sink.client.msk_iam import msk_iam_token
+from spark_kafka_sink.client.auth.jaas import credentials_from_config
+from spark_kafka_sink.client.auth.msk_iam import msk_iam_token
+from spark_kafka_sink.client.auth.oauth import import_provider
 from spark_kafka_sink.config import ProducerConfig
 from spark_kafka_sink.errors import AuthenticationError
 
@@ -51,7 +52,7 @@ def test_a_bad_config_string_is_named(signer, config, message):
 def test_through_the_producer_config_and_a_missing_signer_is_explained(signer, monkeypatch):
     config = ProducerConfig({"bootstrap.servers": "b-1.example:9098", "security.protocol": "SASL_SSL",
                              "sasl.mechanism": "OAUTHBEARER",
-                             "sasl.oauthbearer.token.provider": "spark_kafka_sink.client.msk_iam:msk_iam_token",
+                             "sasl.oauthbearer.token.provider": "spark_kafka_sink.client.auth.msk_iam:msk_iam_token",
                              "sasl.oauthbearer.config": "region=us-east-1"})
     cache = credentials_from_config(config).token_cache
     token = cache.source.fetch(0)
@@ -59,3 +60,16 @@ def test_through_the_producer_config_and_a_missing_signer_is_explained(signer, m
     monkeypatch.setitem(sys.modules, "aws_msk_iam_sasl_signer", None)   # not installed
     with pytest.raises(AuthenticationError, match=r"pip install 'spark-kafka-sink\[msk\]'"):
         cache.source.fetch(0)
+
+
+@pytest.mark.parametrize("path", ["spark_kafka_sink.client.auth.msk_iam:msk_iam_token",
+                                  "spark_kafka_sink.client.msk_iam:msk_iam_token"])
+def test_the_old_provider_path_still_names_the_same_function(signer, path):
+    """Configurations written before the move name ``client.msk_iam``: the loader the producer uses
+    for ``sasl.oauthbearer.token.provider`` still finds the one function, and it makes tokens."""
+    assert import_provider(path) is msk_iam_token
+    config = ProducerConfig({"bootstrap.servers": "b-1.example:9098", "security.protocol": "SASL_SSL",
+                             "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.token.provider": path,
+                             "sasl.oauthbearer.config": "region=us-east-1"})
+    token = credentials_from_config(config).token_cache.source.fetch(0)
+    assert (token.value, token.expires_at_ms) == ("dG9rZW4", EXPIRY_MS)

@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from spark_kafka_sink.client.jaas import credentials_from_config
-from spark_kafka_sink.client.oauth import (CallbackTokenSource, TokenCache, UnsecuredJwtSource,
+from spark_kafka_sink.client.auth.jaas import credentials_from_config
+from spark_kafka_sink.client.auth.oauth import (CallbackTokenSource, TokenCache, UnsecuredJwtSource,
                                            import_provider, parse_extensions)
-from spark_kafka_sink.client.oauth_token import OAuthToken
-from spark_kafka_sink.client.oidc import OidcTokenSource, jwt_claims
-from spark_kafka_sink.client.sasl import OAuthBearerMechanism, SaslError
+from spark_kafka_sink.client.auth.oauth_token import OAuthToken
+from spark_kafka_sink.client.auth.oidc import OidcTokenSource, jwt_claims
+from spark_kafka_sink.client.auth.sasl import OAuthBearerMechanism, SaslError
 from spark_kafka_sink.config import ProducerConfig
 from spark_kafka_sink.errors import AuthenticationError, ConfigError
 from spark_kafka_sink.testing import TokenEndpoint

@@ -9,8 +9,8 @@ import hmac
 
 import pytest
 
-from spark_kafka_sink.client.jaas import SaslCredentials
-from spark_kafka_sink.client.sasl import (
+from spark_kafka_sink.client.auth.jaas import SaslCredentials
+from spark_kafka_sink.client.auth.sasl import (
     PlainMechanism, SaslError, ScramMechanism, mechanism_for, scram_keys,
 )
 from spark_kafka_sink.errors import AuthenticationError

@@ -11,9 +11,9 @@ import time
 import pytest
 
 from spark_kafka_sink.client.connection_states import ConnectionState
-from spark_kafka_sink.client.jaas import SaslCredentials
-from spark_kafka_sink.client.oauth import TokenCache
-from spark_kafka_sink.client.oauth_token import OAuthToken
+from spark_kafka_sink.client.auth.jaas import SaslCredentials
+from spark_kafka_sink.client.auth.oauth import TokenCache
+from spark_kafka_sink.client.auth.oauth_token import OAuthToken
 from spark_kafka_sink.client.selector import PollResult
 from spark_kafka_sink.errors import (
     AuthenticationError, SaslAuthenticationFailedError, SslAuthenticationError,

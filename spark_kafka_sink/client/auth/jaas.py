@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})

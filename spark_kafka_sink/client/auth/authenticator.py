@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import AuthenticationError, error_for
-from ..protocol.api_message import ApiMessage
-from ..protocol.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from ...errors import AuthenticationError, error_for
+from ...protocol.api_message import ApiMessage
+from ...protocol.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from .jaas import SaslCredentials
 from .sasl import SaslMechanism, mechanism_for
 

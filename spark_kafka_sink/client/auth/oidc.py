@@ -19,7 +19,7 @@ OIDC needs no new dependency. A redirect is never followed (the request carries 
 secret, and a redirect may point to plain HTTP or another host): it fails the fetch, naming where
 it pointed. The whole exchange has one deadline (``timeout_s``, 10 s): when it
 passes, the sockets are shut down, so an endpoint that trickles its answer a byte at a time
-cannot hold a fetch longer. Errors name the endpoint (:func:`~.urls.redact_url`: no user info or
+cannot hold a fetch longer. Errors name the endpoint (:func:`~..urls.redact_url`: no user info or
 query) and the HTTP status or the OAuth ``error`` code, never the client secret or a token.
 """
 
@@ -39,9 +39,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from ..errors import AuthenticationError, ConfigError
+from ...errors import AuthenticationError, ConfigError
 from .oauth_token import OAuthToken
-from .urls import redact_url
+from ..urls import redact_url
 
 __all__ = ["OidcTokenSource", "EndpointTrust", "jwt_claims"]
 

@@ -49,7 +49,7 @@ import json
 import secrets
 from typing import Any, Callable, Protocol
 
-from ..errors import AuthenticationError
+from ...errors import AuthenticationError
 from .jaas import SaslCredentials
 
 SCRAM_MIN_ITERATIONS = 4096

@@ -44,8 +44,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
 
-from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import AuthenticationError, ConfigError
+from ...clock import SYSTEM_CLOCK, Clock
+from ...errors import AuthenticationError, ConfigError
 from .oauth_token import OAuthToken, check_extensions
 
 log = logging.getLogger(__name__)
