@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from spark_kafka_sink.errors import NotLeaderOrFollowerError
-from spark_kafka_sink.producer.arrow_input import (ArrowSendError, ArrowSendResult, OffsetRange,
+from spark_kafka_sink.producer.arrow.input import (ArrowSendError, ArrowSendResult, OffsetRange,
                                                     resolve_columns, timestamps_ms)
 from spark_kafka_sink.structs import TopicPartition
 
@@ -124,7 +124,7 @@ def test_columns_slice_every_column_zero_copy():
 
 
 def test_row_chunks_bound_the_bytes_of_each_pass():
-    from spark_kafka_sink.producer.arrow_send import row_chunks
+    from spark_kafka_sink.producer.arrow.send import row_chunks
 
     sizes = np.array([4, 4, 4, 10, 1, 1, 4], dtype=np.int64)
     assert row_chunks(sizes, 8) == [(0, 2), (2, 3), (3, 4), (4, 7)]

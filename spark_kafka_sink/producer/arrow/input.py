@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import KafkaError, KafkaTimeoutError, RecordContentError
-from ..structs import TopicPartition
-from .tally import DeliveryTally
+from ...errors import KafkaError, KafkaTimeoutError, RecordContentError
+from ...structs import TopicPartition
+from ..tally import DeliveryTally
 
 __all__ = ["DEFAULT", "ArrowColumns", "ArrowSendError", "ArrowSendResult", "OffsetRange",
            "resolve_columns", "timestamps_ms"]
@@ -113,7 +113,7 @@ def _without_views(array: Any) -> Any:
     do not have. Other arrays are returned as they are."""
     import pyarrow as pa
 
-    from ..record.arrow_columns import is_binary_view, is_string_view  # pyarrow: lazily
+    from ...record.arrow_columns import is_binary_view, is_string_view  # pyarrow: lazily
 
     def plain(kind: Any) -> Any:
         if is_binary_view(kind):
@@ -137,7 +137,7 @@ def _without_views(array: Any) -> Any:
 def _check_types(columns: ArrowColumns, check_header_keys: bool = True) -> None:
     import pyarrow as pa
 
-    from ..record.arrow_columns import is_bytes     # pyarrow loads with the first Arrow send
+    from ...record.arrow_columns import is_bytes     # pyarrow loads with the first Arrow send
 
     for what, array in (("value", columns.value), ("key", columns.key)):
         if array is not None and not is_bytes(array.type):
@@ -244,7 +244,7 @@ class ArrowSendResult(DeliveryTally):
     producer closed, or no memory within ``max.block.ms``) count as failed, with that error.
 
     With ``errors_tolerance="all"``, ``rejected`` lists the input rows left out because they
-    cannot become records (``arrow_check.RejectedRow``: the row and its error), and ``rows``
+    cannot become records (``check.RejectedRow``: the row and its error), and ``rows``
     counts only the rows sent; ``keep_refused`` keeps the records the broker refuses one by one
     (:meth:`~.tally.DeliveryTally.take_refused`).
     """
