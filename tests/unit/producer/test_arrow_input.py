@@ -170,3 +170,14 @@ def test_view_columns_encode_byte_identical_to_plain_ones():
     plain = encoded(pa.binary(), pa.string(), pa.string(), pa.binary())
     assert len(plain) > 1
     assert encoded(pa.binary_view(), pa.string_view(), pa.string_view(), pa.binary_view()) == plain
+
+
+def test_old_module_path_still_resolves_the_same_objects():
+    """``producer.arrow_input`` moved to ``producer.arrow.input``; code importing the result or
+    error type from the old path gets the very same classes."""
+    from spark_kafka_sink.producer import arrow_input
+    from spark_kafka_sink.producer.arrow import input as moved
+
+    assert arrow_input.__all__ == moved.__all__
+    for name in moved.__all__:
+        assert getattr(arrow_input, name) is getattr(moved, name), name
