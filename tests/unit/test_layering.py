@@ -3,6 +3,8 @@
 - protocol/ and record/ are sans-I/O: no sockets, selectors, threads, clocks, event loops or Spark.
 - Dependencies point down only: spark -> producer -> client -> protocol/record -> errors/structs.
 - Only spark/ imports pyspark.
+- A wing may carry its own rule: producer/arrow/ (the send_arrow pipeline) imports nothing from
+  spark/, so the Spark sink's arrow mode stays a caller of it.
 - No import circle between modules (module-level imports; ``TYPE_CHECKING`` ones aside), and no
   module below the package root imports a name from the root itself (only its submodules).
 """
@@ -18,12 +20,13 @@ PACKAGE = Path(__file__).resolve().parents[2] / "spark_kafka_sink"
 
 SANS_IO_FORBIDDEN = {"socket", "selectors", "threading", "time", "asyncio", "ssl", "pyspark", "subprocess"}
 
-# layer -> sibling packages it must not import (they sit above it)
+# layer (or a wing's folder in one) -> sibling packages it must not import (they sit above it)
 LAYERS = {
     "protocol": {"record", "client", "producer", "spark", "embedded", "cli", "config"},
     "record": {"protocol", "client", "producer", "spark", "embedded", "cli", "config"},
     "client": {"producer", "spark", "embedded", "cli"},
     "producer": {"spark", "embedded", "cli"},
+    "producer/arrow": {"spark", "embedded", "cli"},
 }
 
 
@@ -68,6 +71,7 @@ def test_sans_io_layers_import_no_io(layer):
 
 @pytest.mark.parametrize("layer", sorted(LAYERS))
 def test_dependencies_point_down(layer):
+    assert _files(layer), f"spark_kafka_sink/{layer}/ has no modules"
     offenders = []
     for path in _files(layer):
         for name in _imports(path):
