@@ -44,7 +44,7 @@ from ..record.builder import NO_HEADERS_SIZE_BOUND
 from ..record.layout import HEADER_SIZE
 from ..structs import TopicPartition
 from .accumulator import RecordAccumulator
-from .arrow_input import DEFAULT, ArrowSendResult, resolve_columns, timestamps_ms
+from .arrow.input import DEFAULT, ArrowSendResult, resolve_columns, timestamps_ms
 from .buffer_pool import BufferPool
 from .bulk import bulk_batch_size
 from .future import RecordFuture
@@ -290,17 +290,17 @@ class KafkaProducer:
                    partition: Any = DEFAULT, errors_tolerance: str = "none",
                    keep_refused: bool = False) -> ArrowSendResult:
         """Queue every row of ``data`` (a ``pyarrow.RecordBatch`` or ``Table``) for ``topic``,
-        encoded into record batches straight from the Arrow columns (:mod:`.arrow_send`).
+        encoded into record batches straight from the Arrow columns (:mod:`.arrow.send`).
 
         Column arguments name the columns (``None``: not used; left at the default: the column
         named ``key``/``headers``/``timestamp``/``partition`` if there is one). Returns one
-        :class:`~.arrow_input.ArrowSendResult` for all rows (``wait``, ``raise_for_errors``,
+        :class:`~.arrow.input.ArrowSendResult` for all rows (``wait``, ``raise_for_errors``,
         counts, per-partition offset ranges), not a future per row.
 
         ``errors_tolerance`` (Kafka Connect's name): ``"none"`` (the default) raises at the first
         row that cannot become a record (below); ``"all"`` leaves such rows out and sends the
         others, the result's ``rejected`` naming each row left out and its error
-        (:mod:`.arrow_check`). ``keep_refused``: the result keeps the records the broker refuses
+        (:mod:`.arrow.check`). ``keep_refused``: the result keeps the records the broker refuses
         one by one (INVALID_RECORD, ...) rather than counting them as failed
         (:meth:`~.tally.DeliveryTally.take_refused`).
 
@@ -311,8 +311,8 @@ class KafkaProducer:
         ``MetadataTimeoutError``, ``ProducerClosedError``. Queuing a batch waits for memory at
         most ``max.block.ms``; rows that could not be queued fail in the result with that error.
         """
-        from .arrow_plan import plan_partitions  # pyarrow loads with the first Arrow send only
-        from .arrow_send import encode_rows, prepare_rows, row_chunks, row_sizes, turns
+        from .arrow.plan import plan_partitions  # pyarrow loads with the first Arrow send only
+        from .arrow.send import encode_rows, prepare_rows, row_chunks, row_sizes, turns
 
         if self._closed:
             raise ProducerClosedError("cannot send after the producer is closed")
@@ -343,7 +343,7 @@ class KafkaProducer:
         if tolerant:
             import numpy as np
 
-            from .arrow_check import find_bad_rows
+            from .arrow.check import find_bad_rows
 
             rejected = find_bad_rows(topic, columns, timestamps,
                                      self._route(snapshot, topic).partition_count,

@@ -1,5 +1,5 @@
 """Reading Arrow byte columns as numpy, in one place: offsets, per-element lengths and the binary
-view of a string column. ``record/arrow.py`` (encoding), ``producer/arrow_send.py`` (sizing) and
+view of a string column. ``record/arrow.py`` (encoding), ``producer/arrow/send.py`` (sizing) and
 ``producer/partitioner.py`` (murmur2 over whole key columns) all read columns through these.
 
 Binary, string and their large variants are read straight from their offsets buffer (numpy, no

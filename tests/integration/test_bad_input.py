@@ -22,7 +22,7 @@ import pytest
 from spark_kafka_sink import KafkaProducer
 from spark_kafka_sink.errors import (InvalidPartitionError, InvalidTopicExceptionError,
                                      RecordTooLargeError)
-from spark_kafka_sink.producer.arrow_input import ArrowSendError
+from spark_kafka_sink.producer.arrow.input import ArrowSendError
 
 from ..helpers import create_topic
 from ..verify import consume_all, end_offsets

@@ -5,6 +5,8 @@
 - client/auth/ (SASL and its tokens) sits below config.py and admin.py too: config reads its
   credentials from it.
 - Only spark/ imports pyspark.
+- A wing may carry its own rule: producer/arrow/ (the send_arrow pipeline) imports nothing from
+  spark/, so the Spark sink's arrow mode stays a caller of it.
 - No import circle between modules (module-level imports; ``TYPE_CHECKING`` ones aside), and no
   module below the package root imports a name from the root itself (only its submodules).
 - No module imports a private name (``_``-prefixed, dunders such as ``__version__`` aside) from
@@ -22,13 +24,15 @@ PACKAGE = Path(__file__).resolve().parents[2] / "spark_kafka_sink"
 
 SANS_IO_FORBIDDEN = {"socket", "selectors", "threading", "time", "asyncio", "ssl", "pyspark", "subprocess"}
 
-# layer (a folder under the package) -> top-level packages or modules it must not import (they sit above it)
+# layer (a folder under the package, or a wing's folder in one) -> top-level packages or modules it
+# must not import (they sit above it)
 LAYERS = {
     "protocol": {"record", "client", "producer", "spark", "embedded", "cli", "config"},
     "record": {"protocol", "client", "producer", "spark", "embedded", "cli", "config"},
     "client": {"producer", "spark", "embedded", "cli"},
     "client/auth": {"producer", "spark", "embedded", "cli", "config", "admin"},
     "producer": {"spark", "embedded", "cli"},
+    "producer/arrow": {"spark", "embedded", "cli"},
 }
 
 

@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 
 from spark_kafka_sink.errors import InvalidPartitionError, RecordContentError, RecordTooLargeError
-from spark_kafka_sink.producer.arrow_check import find_bad_rows
-from spark_kafka_sink.producer.arrow_input import resolve_columns, timestamps_ms
+from spark_kafka_sink.producer.arrow.check import find_bad_rows
+from spark_kafka_sink.producer.arrow.input import resolve_columns, timestamps_ms
 from spark_kafka_sink.record import RecordBatchBuilder
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))

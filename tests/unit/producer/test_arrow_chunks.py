@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from spark_kafka_sink.producer.arrow_send import row_chunks
+from spark_kafka_sink.producer.arrow.send import row_chunks
 
 
 def test_a_row_cap_splits_passes_of_tiny_rows():

@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from spark_kafka_sink.producer.arrow_input import ArrowColumns
-from spark_kafka_sink.producer.arrow_plan import group_by_partition
-from spark_kafka_sink.producer.arrow_send import row_sizes
+from spark_kafka_sink.producer.arrow.input import ArrowColumns
+from spark_kafka_sink.producer.arrow.plan import group_by_partition
+from spark_kafka_sink.producer.arrow.send import row_sizes
 
 
 def reference_groups(partitions):

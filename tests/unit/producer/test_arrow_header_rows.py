@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from spark_kafka_sink.producer.arrow_input import resolve_columns
+from spark_kafka_sink.producer.arrow.input import resolve_columns
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 

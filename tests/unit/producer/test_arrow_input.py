@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from spark_kafka_sink.errors import NotLeaderOrFollowerError
-from spark_kafka_sink.producer.arrow_input import (ArrowSendError, ArrowSendResult, OffsetRange,
+from spark_kafka_sink.producer.arrow.input import (ArrowSendError, ArrowSendResult, OffsetRange,
                                                     resolve_columns, timestamps_ms)
 from spark_kafka_sink.structs import TopicPartition
 
@@ -124,7 +124,7 @@ def test_columns_slice_every_column_zero_copy():
 
 
 def test_row_chunks_bound_the_bytes_of_each_pass():
-    from spark_kafka_sink.producer.arrow_send import row_chunks
+    from spark_kafka_sink.producer.arrow.send import row_chunks
 
     sizes = np.array([4, 4, 4, 10, 1, 1, 4], dtype=np.int64)
     assert row_chunks(sizes, 8) == [(0, 2), (2, 3), (3, 4), (4, 7)]
@@ -170,3 +170,14 @@ def test_view_columns_encode_byte_identical_to_plain_ones():
     plain = encoded(pa.binary(), pa.string(), pa.string(), pa.binary())
     assert len(plain) > 1
     assert encoded(pa.binary_view(), pa.string_view(), pa.string_view(), pa.binary_view()) == plain
+
+
+def test_old_module_path_still_resolves_the_same_objects():
+    """``producer.arrow_input`` moved to ``producer.arrow.input``; code importing the result or
+    error type from the old path gets the very same classes."""
+    from spark_kafka_sink.producer import arrow_input
+    from spark_kafka_sink.producer.arrow import input as moved
+
+    assert arrow_input.__all__ == moved.__all__
+    for name in moved.__all__:
+        assert getattr(arrow_input, name) is getattr(moved, name), name

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from spark_kafka_sink.errors import InvalidPartitionError
-from spark_kafka_sink.producer.arrow_plan import plan_partitions, sticky_runs
+from spark_kafka_sink.producer.arrow.plan import plan_partitions, sticky_runs
 from spark_kafka_sink.producer.partitioner import StickyPartitioner, TopicPartitions, partition_for_key
 
 VIEW = TopicPartitions(7, tuple(range(7)))

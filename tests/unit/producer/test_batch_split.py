@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from spark_kafka_sink.errors import RecordTooLargeError
-from spark_kafka_sink.producer.arrow_input import ArrowSendResult
+from spark_kafka_sink.producer.arrow.input import ArrowSendResult
 from spark_kafka_sink.producer.future import SplitPart
 from spark_kafka_sink.producer.metrics import ProducerMetrics
 from spark_kafka_sink.producer.producer_batch import FinalState

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from spark_kafka_sink.errors import InvalidPartitionError, NotLeaderOrFollowerError
-from spark_kafka_sink.producer.arrow_input import DEFAULT, ArrowSendResult, resolve_columns
+from spark_kafka_sink.producer.arrow.input import DEFAULT, ArrowSendResult, resolve_columns
 from spark_kafka_sink.producer.metrics_snapshot import MetricsSnapshot
 from spark_kafka_sink.spark.arrow_writer import (
     STATS_SCHEMA,

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidPartitionError
-from .partitioner import UNKNOWN_PARTITION, StickyPartitioner, TopicView, partitions_for_keys
+from ...errors import InvalidPartitionError
+from ..partitioner import UNKNOWN_PARTITION, StickyPartitioner, TopicView, partitions_for_keys
 
 __all__ = ["PartitionGroup", "PartitionPlan", "group_by_partition", "plan_partitions", "sticky_runs"]
 

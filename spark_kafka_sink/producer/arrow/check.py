@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidPartitionError, RecordContentError, RecordTooLargeError
-from ..record import RecordBatchBuilder
-from ..record.arrow_columns import byte_lengths
-from .arrow_input import ArrowColumns
+from ...errors import InvalidPartitionError, RecordContentError, RecordTooLargeError
+from ...record import RecordBatchBuilder
+from ...record.arrow_columns import byte_lengths
+from .input import ArrowColumns
 
 __all__ = ["RejectedRow", "find_bad_rows"]
 
@@ -45,7 +45,7 @@ class RejectedRow:
 def find_bad_rows(topic: str, columns: ArrowColumns, timestamps: np.ndarray, partitions: int,
                   max_record_size: int, limit_name: str) -> list[RejectedRow]:
     """The rows of ``columns`` that cannot become records of ``topic`` (``partitions``
-    partitions; ``timestamps`` as :func:`~.arrow_input.timestamps_ms` gave them, negatives
+    partitions; ``timestamps`` as :func:`~.input.timestamps_ms` gave them, negatives
     kept), in row order; a row with several problems is named for the first found (headers,
     timestamp, partition, size)."""
     found: dict[int, Exception] = {}

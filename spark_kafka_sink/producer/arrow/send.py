@@ -2,8 +2,8 @@
 
 The steps, each over whole columns (no Python loop over rows):
 
-1. resolve and check the columns (:func:`~.arrow_input.resolve_columns`), timestamps in ms;
-2. choose every row's partition (:func:`~.arrow_plan.plan_partitions`) and group the rows;
+1. resolve and check the columns (:func:`~.input.resolve_columns`), timestamps in ms;
+2. choose every row's partition (:func:`~.plan.plan_partitions`) and group the rows;
 3. sort the rows by partition (one ``take`` per column), encode the batch-independent parts of
    the records in one pass (:func:`~spark_kafka_sink.record.arrow.prepare_records`) and check
    each record against ``max.request.size`` and ``buffer.memory``, naming the first row too
@@ -31,13 +31,13 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 
-from ..errors import RecordTooLargeError
-from ..record.arrow import (ArrowRecords, EncodedBatch, encode_prepared, encoder_memory_pool,
+from ...errors import RecordTooLargeError
+from ...record.arrow import (ArrowRecords, EncodedBatch, encode_prepared, encoder_memory_pool,
                             prepare_records)
-from ..record.arrow_columns import byte_lengths
-from ..structs import TopicPartition
-from .arrow_input import ArrowColumns
-from .arrow_plan import PartitionPlan
+from ...record.arrow_columns import byte_lengths
+from ...structs import TopicPartition
+from .input import ArrowColumns
+from .plan import PartitionPlan
 
 __all__ = ["PreparedRows", "prepare_rows", "encode_rows", "row_chunks", "turns", "row_sizes"]
 
