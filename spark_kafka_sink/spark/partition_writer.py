@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterable
 
 from ..errors import KafkaError, KafkaTimeoutError, is_record_error
 from ..producer.producer import KafkaProducer
-from ..producer.resumable import ResumableTransaction
+from ..producer.transactions.resumable import ResumableTransaction
 from ..producer.tally import DeliveryFailure, DeliveryTally
 from .dead_letters import CONVERT, BadRecord, DeadLetters, TaskContext
 from .metrics import SinkTaskMetrics, task_metrics

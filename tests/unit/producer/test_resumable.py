@@ -1,4 +1,4 @@
-"""Transactions completed without their producer (``producer.resumable``): what
+"""Transactions completed without their producer (``producer.transactions.resumable``): what
 ``commit_resumable`` and ``abort_resumable`` send, over the sender harness's in-memory brokers
 (node 2 is the coordinator) and a fake clock. The broker round trip runs in
 tests/integration/test_transactions.py and the exactly-once Spark tests."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from spark_kafka_sink.errors import ConfigError, KafkaTimeoutError
-from spark_kafka_sink.producer.resumable import (
+from spark_kafka_sink.producer.transactions.resumable import (
     ResumableTransaction, abort_resumable, commit_resumable,
 )
 from spark_kafka_sink.structs import TopicPartition

@@ -39,16 +39,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from ..client.metadata import Metadata
-from ..client.network_client import NetworkClient, NetworkSettings
-from ..client.selector import Selectable, Selector, transport_factory_for
-from ..clock import SYSTEM_CLOCK, Clock
-from ..config import ProducerConfig
-from ..errors import ConfigError, KafkaTimeoutError
-from ..structs import TopicPartition
-from .transaction_manager import TransactionManager
-from .txn_requests import TxnRequestSender
-from .txn_states import TransactionalResult
+from ...client.metadata import Metadata
+from ...client.network_client import NetworkClient, NetworkSettings
+from ...client.selector import Selectable, Selector, transport_factory_for
+from ...clock import SYSTEM_CLOCK, Clock
+from ...config import ProducerConfig
+from ...errors import ConfigError, KafkaTimeoutError
+from ...structs import TopicPartition
+from .manager import TransactionManager
+from .requests import TxnRequestSender
+from .states import TransactionalResult
 
 _MAX_POLL_MS = 100
 
