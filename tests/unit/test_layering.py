@@ -3,6 +3,8 @@
 - protocol/ and record/ are sans-I/O: no sockets, selectors, threads, clocks, event loops or Spark.
 - Dependencies point down only: spark -> producer -> client -> protocol/record -> errors/structs.
 - Only spark/ imports pyspark.
+- producer/transactions/ imports nothing else of producer/ at load time (the sender and the
+  accumulator use it, not the other way round).
 - No import circle between modules (module-level imports; ``TYPE_CHECKING`` ones aside), and no
   module below the package root imports a name from the root itself (only its submodules).
 """
@@ -156,4 +158,20 @@ def test_no_module_below_the_root_imports_a_name_from_the_root():
                 if base == "spark_kafka_sink":
                     offenders += [f"{path.relative_to(PACKAGE)} imports {alias.name} from the root"
                                   for alias in node.names if f"{base}.{alias.name}" not in modules]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_transaction_wing_imports_nothing_else_of_the_producer():
+    """producer/transactions/ sits under the sender and the accumulator that use it: at load time
+    it imports only its own modules from producer/ (type-only imports aside)."""
+    wing = PACKAGE / "producer" / "transactions"
+    files = sorted(wing.rglob("*.py"))
+    assert files, "spark_kafka_sink/producer/transactions/ has no modules"
+    modules = {_module_name(path) for path in PACKAGE.rglob("*.py")}
+    offenders = []
+    for path in files:
+        for name in _module_level_imports(path, modules):
+            if (name.startswith("spark_kafka_sink.producer.")
+                    and not name.startswith("spark_kafka_sink.producer.transactions")):
+                offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
     assert not offenders, "\n".join(offenders)
