@@ -17,9 +17,9 @@ _EXPORTS = {
     "KafkaDataSource": "spark_kafka_sink.spark.datasource",
     "KafkaProducer": "spark_kafka_sink.producer.producer",
     "DeliveryTally": "spark_kafka_sink.producer.tally",
-    "ResumableTransaction": "spark_kafka_sink.producer.resumable",
-    "commit_resumable": "spark_kafka_sink.producer.resumable",
-    "abort_resumable": "spark_kafka_sink.producer.resumable",
+    "ResumableTransaction": "spark_kafka_sink.producer.transactions.resumable",
+    "commit_resumable": "spark_kafka_sink.producer.transactions.resumable",
+    "abort_resumable": "spark_kafka_sink.producer.transactions.resumable",
     "ProducerConfig": "spark_kafka_sink.config",
     "RecordMetadata": "spark_kafka_sink.structs",
     "TopicPartition": "spark_kafka_sink.structs",
@@ -40,7 +40,7 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from .config import ProducerConfig
     from .producer.producer import KafkaProducer
-    from .producer.resumable import ResumableTransaction, abort_resumable, commit_resumable
+    from .producer.transactions.resumable import ResumableTransaction, abort_resumable, commit_resumable
     from .producer.tally import DeliveryTally
     from .spark.datasource import KafkaDataSource
     from .spark.sink import KafkaSink

@@ -66,9 +66,9 @@ DEFAULT_LIMIT_S = 300.0
 """Per mutant: the unit suite takes 60-100 s on a busy 2-core machine."""
 
 PKG = "spark_kafka_sink"
-TM = f"{PKG}/producer/transaction_manager.py"
-TR = f"{PKG}/producer/txn_requests.py"
-RS = f"{PKG}/producer/resumable.py"
+TM = f"{PKG}/producer/transactions/manager.py"
+TR = f"{PKG}/producer/transactions/requests.py"
+RS = f"{PKG}/producer/transactions/resumable.py"
 PW = f"{PKG}/spark/partition_writer.py"
 TK = f"{PKG}/spark/task.py"
 AW = f"{PKG}/spark/arrow_writer.py"

@@ -19,7 +19,7 @@ What it does (Java's ``RecordAccumulator``; see docs/ARCHITECTURE.md):
   ``max_request_size`` bytes per node (the first batch always goes), starting at a partition
   that rotates from call to call so none starves. With idempotence it stamps producer id, epoch
   and sequence on each new batch at this moment, and holds back a partition whose sequence state
-  does not allow sending (see :mod:`.transaction_manager`). Drained batches are closed (bytes built).
+  does not allow sending (see :mod:`.transactions.manager`). Drained batches are closed (bytes built).
 - ``expired_batches`` removes queued batches older than ``delivery.timeout.ms``; ``reenqueue`` puts a
   retried batch back at the front (in sequence order with idempotence), with an exponential,
   jittered backoff (KIP-580).
@@ -85,7 +85,7 @@ from .buffer_pool import BufferPool, MemoryLease
 from .compression_ratio import CompressionRatioEstimator
 from .future import RecordFuture, SendCallback
 from .producer_batch import ProducerBatch
-from .transaction_manager import TransactionManager
+from .transactions.manager import TransactionManager
 
 if TYPE_CHECKING:
     from ..client.cluster_snapshot import ClusterSnapshot

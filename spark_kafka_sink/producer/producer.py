@@ -51,10 +51,10 @@ from .future import RecordFuture
 from .metrics import ProducerMetrics
 from .metrics_snapshot import MetricsSnapshot
 from .partitioner import StickyPartitioner, TopicPartitions, check_partition, partition_for_key
-from .resumable import ResumableTransaction
+from .transactions.resumable import ResumableTransaction
 from .sender import Sender, SenderSettings
 from .topics import check_topic
-from .transaction_manager import TransactionManager
+from .transactions.manager import TransactionManager
 
 log = logging.getLogger(__name__)
 
@@ -550,7 +550,7 @@ class KafkaProducer:
     def resumable_transaction(self) -> ResumableTransaction:
         """The open transaction as a small picklable value, to be committed or aborted from any
         process by :func:`~.resumable.commit_resumable` / :func:`~.resumable.abort_resumable`
-        (see :mod:`.resumable`). Call ``flush()`` first and check the records: every batch must
+        (see :mod:`.transactions.resumable`). Call ``flush()`` first and check the records: every batch must
         have completed (``IllegalStateError`` otherwise), and a failed one has made the
         transaction abortable (its error is raised). Closing the producer afterwards leaves the
         transaction open on the broker, for the holder of the value to complete."""

@@ -4,7 +4,7 @@ One loop step, :meth:`Sender.run_once`, reads as its parts:
 
 1. idempotence and transaction housekeeping: resolve sequences, perform a requested epoch bump,
    send InitProducerId when a producer id is needed, or the transaction manager's next request
-   (:mod:`.txn_requests`); fail the queued batches of a transaction that is aborting or
+   (:mod:`.transactions.requests`); fail the queued batches of a transaction that is aborting or
    abortable; after a fatal error, fail every pending batch (queued and in flight) with it and
    only poll;
 2. :meth:`Sender.send_producer_data`: ready → ask metadata for unknown leaders → drop nodes that
@@ -31,7 +31,7 @@ timeout is handled, whatever that handling raises. Expiry never stops later reco
 The cluster behind ``bootstrap.servers`` replaced (a Metadata answer with another cluster id,
 ``Metadata.cluster_change``): seen at the top of each step and before each Produce answer is
 handled, before anything else is drained. The transaction manager resets the idempotent producer
-id and sequences (or fails a transactional producer): see :mod:`.transaction_manager`. A Produce
+id and sequences (or fails a transactional producer): see :mod:`.transactions.manager`. A Produce
 request carries the cluster generation it was sent in; an answer that arrives after the
 generation changed is not trusted, by an idempotent producer: its batches fail with
 ``ClusterChangedError`` (outcome unknown; the new cluster may have taken them for another
@@ -73,8 +73,8 @@ from .metrics import GuardedMetrics, SenderMetrics
 from .produce_handler import (PartitionResult, batch_error, leader_hints, partition_results,
                                produce_request_body)
 from .producer_batch import ProducerBatch
-from .transaction_manager import TransactionManager
-from .txn_requests import InitProducerIdHandler, TxnRequestSender
+from .transactions.manager import TransactionManager
+from .transactions.requests import InitProducerIdHandler, TxnRequestSender
 
 log = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from ..errors import InvalidPartitionError
-from ..producer.resumable import ResumableTransaction
+from ..producer.transactions.resumable import ResumableTransaction
 from .dead_letters import CONVERT, BadRecord
 from .metrics import SinkTaskMetrics
 from .options import TOPIC, SinkConfig, topic_name_problem

@@ -4,7 +4,7 @@ before it commits them, so that a driver that dies half-way can be finished by t
 A compacted topic with one partition (option ``commit.topic``; the sink creates it), keyed by the
 query's ``transactional.id.prefix``: each micro-batch writes a :class:`BatchRecord` twice, as
 ``prepared`` (the batch id, its partition count and every task's
-:class:`~spark_kafka_sink.producer.resumable.ResumableTransaction`) before the first commit, then
+:class:`~spark_kafka_sink.producer.transactions.resumable.ResumableTransaction`) before the first commit, then
 as ``committed`` after the last one (``aborted`` when the driver gave the batch up). Compaction
 keeps the last record per prefix, which is all a restarted driver needs: it reads the partition
 once (:func:`~spark_kafka_sink.admin.read_partition`) and takes the prefix's last record.
@@ -64,7 +64,7 @@ from ..errors import (
     ProducerFencedError,
 )
 from ..producer.producer import KafkaProducer
-from ..producer.resumable import ResumableTransaction
+from ..producer.transactions.resumable import ResumableTransaction
 from .options import COMMIT_TOPIC, TXN_PREFIX, SinkConfig
 
 log = logging.getLogger(__name__)

@@ -82,7 +82,7 @@ from pyspark.sql.datasource import (  # noqa: E402
 )
 
 from ..errors import ConfigError
-from ..producer.resumable import ResumableTransaction
+from ..producer.transactions.resumable import ResumableTransaction
 from .arrow_writer import ArrowWriter
 from .exactly_once import BatchCommit, ExactlyOnceDriver, write_batch_id
 from .metrics import SinkTaskMetrics, format_line

@@ -79,7 +79,7 @@ from ..config import ProducerConfig
 from ..errors import (
     InvalidProducerIdMappingError, InvalidTxnStateError, KafkaError, ProducerFencedError,
 )
-from ..producer.resumable import (
+from ..producer.transactions.resumable import (
     FencedId, ResumableTransaction, commit_resumable, fence_transactional_ids,
 )
 from .commit_log import (

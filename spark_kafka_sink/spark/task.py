@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 from ..errors import KafkaError, KafkaTimeoutError
 from ..producer.producer import KafkaProducer
-from ..producer.resumable import ResumableTransaction
+from ..producer.transactions.resumable import ResumableTransaction
 from ..producer.tally import DeliveryFailure, DeliveryTally
 from .dead_letters import DeadLetters, TaskContext
 from .metrics import SinkTaskMetrics, task_metrics

@@ -23,7 +23,7 @@ import uuid
 import pytest
 
 from spark_kafka_sink import KafkaProducer, abort_resumable, commit_resumable
-from spark_kafka_sink.producer.resumable import fence_transactional_ids
+from spark_kafka_sink.producer.transactions.resumable import fence_transactional_ids
 from spark_kafka_sink.errors import (
     IllegalStateError, InvalidTxnStateError, KafkaError, ProducerFencedError, TransactionAbortedError,
 )

@@ -7,6 +7,8 @@
 - Only spark/ imports pyspark.
 - A wing may carry its own rule: producer/arrow/ (the send_arrow pipeline) imports nothing from
   spark/, so the Spark sink's arrow mode stays a caller of it.
+- producer/transactions/ imports nothing else of producer/ at load time (the sender and the
+  accumulator use it, not the other way round).
 - No import circle between modules (module-level imports; ``TYPE_CHECKING`` ones aside), and no
   module below the package root imports a name from the root itself (only its submodules).
 - No module imports a private name (``_``-prefixed, dunders such as ``__version__`` aside) from
@@ -211,3 +213,19 @@ def test_private_import_checker_sees_relative_and_absolute_imports():
     assert _private_imports_of_source("from spark_kafka_sink.client import _x\n", probe) == \
         ["spark_kafka_sink.client._x"]
     assert _private_imports_of_source("from ..version import __version__\nfrom os import _exit\n", probe) == []
+
+
+def test_the_transaction_wing_imports_nothing_else_of_the_producer():
+    """producer/transactions/ sits under the sender and the accumulator that use it: at load time
+    it imports only its own modules from producer/ (type-only imports aside)."""
+    wing = PACKAGE / "producer" / "transactions"
+    files = sorted(wing.rglob("*.py"))
+    assert files, "spark_kafka_sink/producer/transactions/ has no modules"
+    modules = {_module_name(path) for path in PACKAGE.rglob("*.py")}
+    offenders = []
+    for path in files:
+        for name in _module_level_imports(path, modules):
+            if (name.startswith("spark_kafka_sink.producer.")
+                    and not name.startswith("spark_kafka_sink.producer.transactions")):
+                offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
+    assert not offenders, "\n".join(offenders)

@@ -16,7 +16,7 @@ from spark_kafka_sink.errors import (
     AuthenticationError, MetadataTimeoutError, UnknownBrokerError, UnknownServerErrorError,
     error_for, for_code, raise_for_code,
 )
-from spark_kafka_sink.producer.txn_states import TransactionState
+from spark_kafka_sink.producer.transactions.states import TransactionState
 from spark_kafka_sink.producer.produce_handler import PartitionResult
 from spark_kafka_sink.protocol import METADATA
 from spark_kafka_sink.structs import TopicPartition

@@ -29,7 +29,7 @@ from spark_kafka_sink.client.metadata import Metadata
 from spark_kafka_sink.client.network_client import NetworkClient, NetworkSettings
 from spark_kafka_sink.producer.accumulator import RecordAccumulator
 from spark_kafka_sink.producer.buffer_pool import BufferPool
-from spark_kafka_sink.producer.transaction_manager import TransactionManager
+from spark_kafka_sink.producer.transactions.manager import TransactionManager
 from spark_kafka_sink.producer.sender import Sender, SenderSettings
 from spark_kafka_sink.protocol import (
     ADD_PARTITIONS_TO_TXN, END_TXN, FIND_COORDINATOR, INIT_PRODUCER_ID, METADATA, PRODUCE, ServerFraming,

@@ -21,7 +21,7 @@ from spark_kafka_sink.producer.accumulator import (
     RecordAccumulator,
 )
 from spark_kafka_sink.producer.buffer_pool import BufferPool
-from spark_kafka_sink.producer.transaction_manager import TransactionManager
+from spark_kafka_sink.producer.transactions.manager import TransactionManager
 from spark_kafka_sink.record import read_batch
 from spark_kafka_sink.structs import Node, TopicPartition
 

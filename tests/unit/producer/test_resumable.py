@@ -1,4 +1,4 @@
-"""Transactions completed without their producer (``producer.resumable``): what
+"""Transactions completed without their producer (``producer.transactions.resumable``): what
 ``commit_resumable`` and ``abort_resumable`` send, over the sender harness's in-memory brokers
 (node 2 is the coordinator) and a fake clock. The broker round trip runs in
 tests/integration/test_transactions.py and the exactly-once Spark tests."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from spark_kafka_sink.errors import ConfigError, KafkaTimeoutError
-from spark_kafka_sink.producer.resumable import (
+from spark_kafka_sink.producer.transactions.resumable import (
     ResumableTransaction, abort_resumable, commit_resumable,
 )
 from spark_kafka_sink.structs import TopicPartition
@@ -58,3 +58,30 @@ def test_the_timeout_is_in_seconds_and_names_the_transaction():
                                                 r"complete within 500 ms"):
         commit_resumable(TRANSACTION, CONFIG, 0.5, clock=clock, selector=h.sel)
     assert 500 <= clock.monotonic_ms() - started < 1_000
+
+
+def test_the_old_module_path_still_resolves_the_same_objects():
+    from spark_kafka_sink.producer import resumable as old
+    from spark_kafka_sink.producer.transactions import resumable as new
+    for name in ("ResumableTransaction", "commit_resumable", "abort_resumable", "FencedId",
+                 "fence_transactional_ids"):
+        assert getattr(old, name) is getattr(new, name), name
+
+
+# ResumableTransaction("sink-0", 7, 3, (TopicPartition("t", 0), TopicPartition("t", 1)), 2), pickled
+# (protocol 2) while the class lived in spark_kafka_sink.producer.resumable.
+OLD_PICKLE = (
+    b"\x80\x02cspark_kafka_sink.producer.resumable\nResumableTransaction\nq\x00)\x81q\x01}q\x02("
+    b"X\x10\x00\x00\x00transactional_idq\x03X\x06\x00\x00\x00sink-0q\x04X\x0b\x00\x00\x00producer_idq"
+    b"\x05K\x07X\x0e\x00\x00\x00producer_epochq\x06K\x03X\n\x00\x00\x00partitionsq\x07"
+    b"cspark_kafka_sink.structs\nTopicPartition\nq\x08)\x81q\t}q\n(X\x05\x00\x00\x00topicq\x0b"
+    b"X\x01\x00\x00\x00tq\x0cX\t\x00\x00\x00partitionq\rK\x00ubh\x08)\x81q\x0e}q\x0f(h\x0bh\x0ch\rK"
+    b"\x01ub\x86q\x10X\x13\x00\x00\x00transaction_versionq\x11K\x02ub."
+)
+
+
+def test_a_transaction_pickled_under_the_old_module_path_still_loads():
+    import pickle
+    value = pickle.loads(OLD_PICKLE)
+    assert value == ResumableTransaction("sink-0", 7, 3, (TopicPartition("t", 0), TopicPartition("t", 1)), 2)
+    assert type(value) is ResumableTransaction

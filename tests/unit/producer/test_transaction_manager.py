@@ -14,9 +14,9 @@ from spark_kafka_sink.errors import (
     UnknownProducerIdError,
 )
 from spark_kafka_sink.bytecodec import INT32_MAX
-from spark_kafka_sink.producer.transaction_manager import MAX_EPOCH, TransactionManager
-from spark_kafka_sink.producer.txn_states import TransactionState 
-from spark_kafka_sink.producer.txn_partition_map import NO_LAST_ACKED_SEQUENCE, ProducerIdAndEpoch
+from spark_kafka_sink.producer.transactions.manager import MAX_EPOCH, TransactionManager
+from spark_kafka_sink.producer.transactions.states import TransactionState 
+from spark_kafka_sink.producer.transactions.partition_map import NO_LAST_ACKED_SEQUENCE, ProducerIdAndEpoch
 from spark_kafka_sink.producer.producer_batch import ProducerBatch
 from spark_kafka_sink.record import RecordBatchBuilder
 from spark_kafka_sink.record.sequence import NO_SEQUENCE, increment_sequence
@@ -372,12 +372,12 @@ def test_a_new_batch_does_not_join_a_retried_batch_in_flight():
 def test_an_acknowledged_sequence_gap_is_logged(caplog):
     state = primed_state(7, 0)                           # sequence 0 acknowledged
     skipped, later = drained(state, 4, 2)                # sequences 1-4 and 5-6
-    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transaction_manager"):
+    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transactions.manager"):
         state.handle_completed_batch(later, base_offset=1)
     assert "acknowledged sequence 5 for t-0 while 1 was the next" in caplog.text
     assert "no state for producerId 7" in caplog.text
     caplog.clear()
-    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transaction_manager"):
+    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transactions.manager"):
         state.handle_completed_batch(drained(state, 1)[0], base_offset=3)   # 7 follows 6
     assert not caplog.text
 
@@ -387,7 +387,7 @@ def test_no_gap_is_reported_behind_a_batch_that_expired_in_flight(caplog):
     expired, later = drained(state, 4, 2)                # sequences 1-4 and 5-6, both sent
     state.handle_failed_batch(expired, KafkaTimeoutError("expired"), adjust_sequence_numbers=False)
     state.mark_sequence_unresolved(expired)              # it may have been written: no gap known
-    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transaction_manager"):
+    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transactions.manager"):
         state.handle_completed_batch(later, base_offset=5)
     assert not caplog.text
 
@@ -410,7 +410,7 @@ def test_acknowledgements_follow_sequences_across_the_int32_wrap(caplog):
     prime(state)
     entry = state.partitions.get_or_create(TP)           # as if 2**31 - 3 records had gone
     entry.last_acked_sequence, entry.next_sequence = INT32_MAX - 3, INT32_MAX - 2
-    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transaction_manager"):
+    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transactions.manager"):
         across, = drained(state, 4)                      # MAX-2, MAX-1, MAX, 0
         assert (across.base_sequence, across.last_sequence) == (INT32_MAX - 2, 0)
         state.handle_completed_batch(across, base_offset=10)
@@ -430,7 +430,7 @@ def test_a_late_acknowledgement_from_an_older_epoch_leaves_the_new_sequences_alo
     state.maybe_resolve_sequences()                      # nothing in flight, 51 not acknowledged
     state.bump_epoch_and_reset_id_if_needed()
     assert state.producer_id_and_epoch.epoch == 1
-    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transaction_manager"):
+    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transactions.manager"):
         state.handle_completed_batch(late, base_offset=1)   # its epoch-0 request succeeded late
         assert state.last_acked_sequence(TP) == NO_LAST_ACKED_SEQUENCE
         fresh, = drained(state, 1)

@@ -13,8 +13,8 @@ from spark_kafka_sink.errors import (
     IllegalStateError, KafkaError, ProducerFencedError, TransactionAbortedError,
 )
 from spark_kafka_sink.producer.tally import DeliveryTally
-from spark_kafka_sink.producer.transaction_manager import TransactionManager
-from spark_kafka_sink.producer.txn_states import TRANSITIONS, TransactionState, next_state
+from spark_kafka_sink.producer.transactions.manager import TransactionManager
+from spark_kafka_sink.producer.transactions.states import TRANSITIONS, TransactionState, next_state
 from spark_kafka_sink.structs import TopicPartition
 
 from .sender_harness import (

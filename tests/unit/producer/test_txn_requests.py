@@ -1,4 +1,4 @@
-"""The producer's own requests (``txn_requests``): a handler's outcome decides whether the sender
+"""The producer's own requests (``transactions.requests``): a handler's outcome decides whether the sender
 of those requests is done, waits out ``retry.backoff.ms`` before the next request, or stops; one
 request at a time. Over the sender harness's in-memory brokers."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from spark_kafka_sink.errors import IllegalStateError
-from spark_kafka_sink.producer.txn_states import TransactionState
-from spark_kafka_sink.producer.txn_requests import (
+from spark_kafka_sink.producer.transactions.states import TransactionState
+from spark_kafka_sink.producer.transactions.requests import (
     NOTHING_TO_WAIT_FOR_MS, InitProducerIdHandler, Outcome, TxnRequestSender,
 )
 
@@ -92,7 +92,7 @@ def test_a_resumed_commit_whose_id_expired_raises_invalid_producer_id_mapping():
     (there is no producer to abort with), and the error says what is unknown."""
     from spark_kafka_sink.error_codes import ErrorCode
     from spark_kafka_sink.errors import InvalidProducerIdMappingError
-    from spark_kafka_sink.producer.resumable import ResumableTransaction, commit_resumable
+    from spark_kafka_sink.producer.transactions.resumable import ResumableTransaction, commit_resumable
     from spark_kafka_sink.structs import TopicPartition
 
     from .sender_harness import END_TXN, PRODUCER_ID

@@ -144,7 +144,7 @@ def test_stats_row_matches_the_declared_schema():
 
 
 def test_a_stats_row_carries_the_open_transaction_to_the_driver():
-    from spark_kafka_sink.producer.resumable import ResumableTransaction
+    from spark_kafka_sink.producer.transactions.resumable import ResumableTransaction
     from spark_kafka_sink.structs import TopicPartition
 
     value = ResumableTransaction("q-3", 7, 2, (TopicPartition("t", 0), TopicPartition("u", 4)), 2)

@@ -11,7 +11,7 @@ import pytest
 
 from spark_kafka_sink.errors import (InvalidProducerEpochError, InvalidProducerIdMappingError,
                                      KafkaError, KafkaTimeoutError, ProducerFencedError)
-from spark_kafka_sink.producer.resumable import ResumableTransaction
+from spark_kafka_sink.producer.transactions.resumable import ResumableTransaction
 from spark_kafka_sink.spark import commit_log
 from spark_kafka_sink.spark.commit_log import (COMMITTED, PREPARED, BatchRecord, CommitLog,
                                                DriverFencedError)

@@ -45,7 +45,7 @@ from hypothesis.stateful import (
 )
 
 from spark_kafka_sink.errors import KafkaError, KafkaTimeoutError
-from spark_kafka_sink.producer.resumable import ResumableTransaction
+from spark_kafka_sink.producer.transactions.resumable import ResumableTransaction
 from spark_kafka_sink.spark import sink as sink_module
 from spark_kafka_sink.spark.commit_log import (
     ABORTED, COMMITTED, PREPARED, DriverFencedError, OlderBatchError,

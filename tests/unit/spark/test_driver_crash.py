@@ -31,7 +31,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from spark_kafka_sink.producer.resumable import ResumableTransaction
+from spark_kafka_sink.producer.transactions.resumable import ResumableTransaction
 from spark_kafka_sink.spark import sink as sink_module
 from spark_kafka_sink.spark.arrow_writer import stats_batch
 from spark_kafka_sink.spark.commit_log import COMMITTED

@@ -16,7 +16,7 @@ from spark_kafka_sink.errors import (
     ConfigError, InvalidProducerIdMappingError, InvalidTxnStateError, KafkaError,
     KafkaTimeoutError, ProducerFencedError, TopicAuthorizationFailedError,
 )
-from spark_kafka_sink.producer.resumable import ResumableTransaction
+from spark_kafka_sink.producer.transactions.resumable import ResumableTransaction
 from spark_kafka_sink.spark.commit_log import (
     ABORTED, COMMITTED, PREPARED, BatchRecord, CheckpointResetError, DriverFencedError,
     OlderBatchError, is_replay, judge_topic, writer_id,

@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import Row
 
 from spark_kafka_sink.errors import NotLeaderOrFollowerError, RecordTooLargeError
-from spark_kafka_sink.producer.resumable import ResumableTransaction
+from spark_kafka_sink.producer.transactions.resumable import ResumableTransaction
 from spark_kafka_sink.spark import partition_writer, task as task_module
 from spark_kafka_sink.spark.options import SinkConfig
 from spark_kafka_sink.spark.partition_writer import PartitionWriter

@@ -30,7 +30,7 @@ from spark_kafka_sink.errors import (
     InvalidProducerIdMappingError, InvalidTransactionTimeoutError, InvalidTxnStateError, KafkaError,
     KafkaTimeoutError, ProducerFencedError,
 )
-from spark_kafka_sink.producer.resumable import ResumableTransaction
+from spark_kafka_sink.producer.transactions.resumable import ResumableTransaction
 from spark_kafka_sink.spark.commit_log import BatchRecord, CommitLog
 from spark_kafka_sink.spark.exactly_once import FencedId
 from spark_kafka_sink.structs import TopicPartition

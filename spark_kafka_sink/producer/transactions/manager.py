@@ -1,11 +1,11 @@
 """The producer id state machine, the idempotent producer's decisions and the transactional
 producer's lifecycle, sans I/O (Java's ``TransactionManager``).
 
-The sender drives it: it sends the requests the manager asks for (:mod:`.txn_requests`), reports
+The sender drives it: it sends the requests the manager asks for (:mod:`.requests`), reports
 responses, and asks for decisions. Nothing here sends, sleeps or reads a clock. The per-partition
 numbers (sequences, acknowledgements, batches in flight) are kept by a
-:class:`~.txn_partition_map.TxnPartitionMap` (Java's ``TxnPartitionMap``). The states and their
-transitions are one table, in :mod:`.txn_states`.
+:class:`~.partition_map.TxnPartitionMap` (Java's ``TxnPartitionMap``). The states and their
+transitions are one table, in :mod:`.states`.
 
 - **Sequences are assigned at drain** (:meth:`TransactionManager.assign_producer_state`), never at
   append, so a batch that is never sent uses none. They wrap from int32 max to 0, as the broker
@@ -77,7 +77,7 @@ transitions are one table, in :mod:`.txn_states`.
 - **Transactions** (a ``transactional.id``): the caller's thread starts each step
   (:meth:`~TransactionManager.initialize_transactions`, :meth:`~TransactionManager.begin_transaction`,
   :meth:`~TransactionManager.begin_commit`, :meth:`~TransactionManager.begin_abort`) and waits on
-  the :class:`~.txn_states.TransactionalResult` it returns; the sender asks
+  the :class:`~.states.TransactionalResult` it returns; the sender asks
   :meth:`~TransactionManager.next_transactional_step` which request goes next: FindCoordinator
   when the coordinator is unknown, InitProducerId (with the transactional id, and the current id
   and epoch when it bumps the epoch), AddPartitionsToTxn for partitions about to get their first
@@ -104,18 +104,18 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .. import errors
-from ..errors import ClusterChangedError, IllegalStateError, KafkaError, TransactionAbortedError
-from ..bytecodec import INT16_MAX
-from ..error_codes import ErrorCode
-from ..record.layout import INVALID_OFFSET
-from ..record.sequence import NO_SEQUENCE, increment_sequence, sequence_after
-from ..structs import Node, TopicPartition
-from .txn_partition_map import NO_LAST_ACKED_SEQUENCE, ProducerIdAndEpoch, TxnPartitionMap
-from .txn_states import TransactionalResult, TransactionState, next_state
+from ... import errors
+from ...errors import ClusterChangedError, IllegalStateError, KafkaError, TransactionAbortedError
+from ...bytecodec import INT16_MAX
+from ...error_codes import ErrorCode
+from ...record.layout import INVALID_OFFSET
+from ...record.sequence import NO_SEQUENCE, increment_sequence, sequence_after
+from ...structs import Node, TopicPartition
+from .partition_map import NO_LAST_ACKED_SEQUENCE, ProducerIdAndEpoch, TxnPartitionMap
+from .states import TransactionalResult, TransactionState, next_state
 
 if TYPE_CHECKING:
-    from .producer_batch import ProducerBatch
+    from ..producer_batch import ProducerBatch
 
 NONE = ProducerIdAndEpoch.NONE  # type: ignore[attr-defined]
 
@@ -172,7 +172,7 @@ class RetryDecision:
 
 class TransactionManager:
     """The producer id/epoch state machine and every idempotence decision, over a
-    :class:`~.txn_partition_map.TxnPartitionMap`; see the module docstring."""
+    :class:`~.partition_map.TxnPartitionMap`; see the module docstring."""
 
     def __init__(self, transactional_id: str | None = None, transaction_timeout_ms: int = 60_000) -> None:
         self.transactional_id = transactional_id

@@ -7,10 +7,10 @@ A handler says what to send (:meth:`TxnRequestHandler.request_body`, built for t
 version), where (:meth:`TxnRequestHandler.target_node`: the least-loaded node, or the
 transaction coordinator), and turns the answer into one of three outcomes (:class:`Outcome`):
 done, retry after ``retry.backoff.ms``, or a fatal error it has already reported to the
-:class:`~.transaction_manager.TransactionManager`. Nothing here blocks: a node that is not ready
+:class:`~.manager.TransactionManager`. Nothing here blocks: a node that is not ready
 yet is connected to and asked again on a later loop. A handler lives for one request: after a
 retry the sender asks again what to send (the idempotent producer's InitProducerId, or the
-transaction manager's :meth:`~.transaction_manager.TransactionManager.next_transactional_step`),
+transaction manager's :meth:`~.manager.TransactionManager.next_transactional_step`),
 so a coordinator that moved is looked up again before the retried request goes out.
 
 - :class:`InitProducerIdHandler`, idempotent producer: v3+, no transactional id, the current
@@ -48,17 +48,17 @@ import enum
 import logging
 from typing import Any
 
-from .. import errors
-from ..bytecodec import INT64_MAX
-from ..client.network_client import NetworkClient
-from ..client.requests import ClientRequest, ClientResponse
-from ..error_codes import ErrorCode
-from ..protocol.api_message import ApiMessage
-from ..protocol.apis import ADD_PARTITIONS_TO_TXN, END_TXN, FIND_COORDINATOR, INIT_PRODUCER_ID
-from ..structs import Node, TopicPartition
-from . import transaction_manager as steps
-from .transaction_manager import TransactionManager
-from .txn_states import TransactionState
+from ... import errors
+from ...bytecodec import INT64_MAX
+from ...client.network_client import NetworkClient
+from ...client.requests import ClientRequest, ClientResponse
+from ...error_codes import ErrorCode
+from ...protocol.api_message import ApiMessage
+from ...protocol.apis import ADD_PARTITIONS_TO_TXN, END_TXN, FIND_COORDINATOR, INIT_PRODUCER_ID
+from ...structs import Node, TopicPartition
+from . import manager as steps
+from .manager import TransactionManager
+from .states import TransactionState
 
 log = logging.getLogger(__name__)
 

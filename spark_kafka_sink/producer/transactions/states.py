@@ -36,7 +36,7 @@ from __future__ import annotations
 import enum
 import threading
 
-from ..errors import IllegalStateError, KafkaTimeoutError
+from ...errors import IllegalStateError, KafkaTimeoutError
 
 
 class TransactionState(enum.Enum):

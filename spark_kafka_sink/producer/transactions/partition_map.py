@@ -3,7 +3,7 @@
 
 Per partition: the producer id/epoch its sequences belong to, the next sequence to assign, the
 last acknowledged sequence and offset, the connection of the last acknowledgement, and the
-batches in flight ordered by base sequence. :class:`~.transaction_manager.TransactionManager`
+batches in flight ordered by base sequence. :class:`~.manager.TransactionManager`
 owns one map and makes every decision; this module only keeps the numbers straight. Owned by the
 sender thread.
 """
@@ -14,13 +14,13 @@ import bisect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from ..record.layout import INVALID_OFFSET
-from ..bytecodec import INT32_MAX
-from ..record.sequence import NO_SEQUENCE, increment_sequence, sequence_after
-from ..structs import TopicPartition
+from ...record.layout import INVALID_OFFSET
+from ...bytecodec import INT32_MAX
+from ...record.sequence import NO_SEQUENCE, increment_sequence, sequence_after
+from ...structs import TopicPartition
 
 if TYPE_CHECKING:
-    from .producer_batch import ProducerBatch
+    from ..producer_batch import ProducerBatch
 
 NO_LAST_ACKED_SEQUENCE = -1
 
