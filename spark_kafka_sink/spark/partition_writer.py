@@ -20,13 +20,8 @@ the broker refuses alone) does not stop step 2: it goes to the task's
 :class:`~spark_kafka_sink.spark.dead_letters.DeadLetters`, which writes it to the dead-letter topic
 (or skips it) and, after the flush, fails the task only if a dead-letter write failed.
 
-Exactly-once (``delivery.guarantee``): step 1 creates a transactional producer for the task
-instead (transactional id ``<prefix>-<partition id>``, the same for every attempt, so
-``init_transactions()`` fences a failed predecessor and aborts what it left open) and begins a
-transaction; after step 5 the task hands its open transaction out
-(``KafkaProducer.resumable_transaction``) in its stats, for the driver to commit
-(:mod:`.exactly_once`), and closes the producer, which leaves the transaction open. A task that
-fails aborts its transaction first.
+Exactly-once (``delivery.guarantee``): the task writes in a transaction of its own and hands it
+out in its stats for the driver to commit, as :mod:`.task` describes.
 
 Steps 1, 3, 4 and 5, and the exactly-once part, are :func:`~spark_kafka_sink.spark.task.run_task`
 (:mod:`.task`), shared with arrow mode's :class:`~spark_kafka_sink.spark.arrow_writer.ArrowWriter`
