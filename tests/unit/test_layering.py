@@ -43,15 +43,23 @@ def _imports(path: Path) -> set[str]:
     return _imports_of_source(path.read_text(), path)
 
 
+def _from_module(node: ast.ImportFrom, path: Path) -> str:
+    """The absolute module a ``from ... import`` in the file at ``path`` names (relative ones
+    resolved against ``path``)."""
+    if not node.level:
+        return node.module or ""
+    rel_parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(rel_parts[: len(rel_parts) - node.level] + ((node.module,) if node.module else ()))
+
+
 def _imports_of_source(source: str, path: Path) -> set[str]:
     """Absolute module names imported by ``source``; relative imports resolve against ``path``."""
-    rel_parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     names: set[str] = set()
     for node in ast.walk(ast.parse(source, filename=str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level:
-            module = ".".join(rel_parts[: len(rel_parts) - node.level] + ((node.module,) if node.module else ()))
+            module = _from_module(node, path)
             names.add(module)
             if not node.module:
                 names.update(f"{module}.{alias.name}" for alias in node.names)
@@ -120,16 +128,13 @@ def _module_name(path: Path) -> str:
 def _module_level_imports(path: Path, modules: set[str]) -> set[str]:
     """The package's modules ``path`` imports when it is loaded: module-level imports, those under
     ``if TYPE_CHECKING`` left out; ``from . import a`` counts as the submodule ``a``."""
-    rel_parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     found: set[str] = set()
     for statement in ast.parse(path.read_text(), filename=str(path)).body:
         if isinstance(statement, ast.If) and "TYPE_CHECKING" in ast.dump(statement.test):
             continue
         for node in ast.walk(statement):
             if isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    base = ".".join(rel_parts[: len(rel_parts) - node.level] + ((node.module,) if node.module else ()))
+                base = _from_module(node, path)
                 subs = {f"{base}.{alias.name}" for alias in node.names} & modules
                 found |= subs or ({base} & modules)
             elif isinstance(node, ast.Import):
@@ -163,12 +168,9 @@ def test_no_module_below_the_root_imports_a_name_from_the_root():
     for path in sorted(PACKAGE.rglob("*.py")):
         if path.parent == PACKAGE:
             continue
-        rel_parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    base = ".".join(rel_parts[: len(rel_parts) - node.level] + ((node.module,) if node.module else ()))
+                base = _from_module(node, path)
                 if base == "spark_kafka_sink":
                     offenders += [f"{path.relative_to(PACKAGE)} imports {alias.name} from the root"
                                   for alias in node.names if f"{base}.{alias.name}" not in modules]
@@ -178,13 +180,10 @@ def test_no_module_below_the_root_imports_a_name_from_the_root():
 def _private_imports_of_source(source: str, path: Path) -> list[str]:
     """``module.name`` for each ``_``-prefixed name (not a dunder) ``source`` imports from a
     module of the package (``from x import _y``; ``import spark_kafka_sink.x._y`` too)."""
-    rel_parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     found = []
     for node in ast.walk(ast.parse(source, filename=str(path))):
         if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join(rel_parts[: len(rel_parts) - node.level] + ((node.module,) if node.module else ()))
+            base = _from_module(node, path)
             if base.split(".")[0] == "spark_kafka_sink":
                 found += [f"{base}.{alias.name}" for alias in node.names if _is_private(alias.name)]
         elif isinstance(node, ast.Import):
@@ -218,8 +217,7 @@ def test_private_import_checker_sees_relative_and_absolute_imports():
 def test_the_transaction_wing_imports_nothing_else_of_the_producer():
     """producer/transactions/ sits under the sender and the accumulator that use it: at load time
     it imports only its own modules from producer/ (type-only imports aside)."""
-    wing = PACKAGE / "producer" / "transactions"
-    files = sorted(wing.rglob("*.py"))
+    files = _files("producer/transactions")
     assert files, "spark_kafka_sink/producer/transactions/ has no modules"
     modules = {_module_name(path) for path in PACKAGE.rglob("*.py")}
     offenders = []
