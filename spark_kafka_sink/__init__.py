@@ -1,8 +1,8 @@
 """spark-kafka-sink: write Spark DataFrames to Apache Kafka with a pure-Python producer.
 
-``KafkaProducer`` and ``ProducerConfig`` are imported on first use (PEP 562), so tools that need
-only a corner of the package (the embedded broker, the CLI) do not load the producer's
-dependencies.
+``__all__`` is the public surface of the package root (docs/ARCHITECTURE.md, "Public names").
+Each of its names but ``__version__`` is imported on first use (PEP 562), so tools that need only
+a corner of the package (the embedded broker, the CLI) do not load the producer's dependencies.
 """
 
 from __future__ import annotations
@@ -12,6 +12,21 @@ from typing import TYPE_CHECKING, Any
 
 from .version import __version__
 
+__all__ = (
+    "KafkaSink",
+    "KafkaDataSource",
+    "KafkaProducer",
+    "DeliveryTally",
+    "ProducerConfig",
+    "RecordMetadata",
+    "TopicPartition",
+    "ResumableTransaction",
+    "commit_resumable",
+    "abort_resumable",
+    "__version__",
+)
+
+# name -> the module it is imported from, on first use
 _EXPORTS = {
     "KafkaSink": "spark_kafka_sink.spark.sink",
     "KafkaDataSource": "spark_kafka_sink.spark.datasource",
@@ -24,8 +39,6 @@ _EXPORTS = {
     "RecordMetadata": "spark_kafka_sink.structs",
     "TopicPartition": "spark_kafka_sink.structs",
 }
-
-__all__ = sorted([*_EXPORTS, "__version__"])
 
 
 def __getattr__(name: str) -> Any:
