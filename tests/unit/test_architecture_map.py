@@ -3,10 +3,15 @@
 - "Public names": the tables of what ``spark_kafka_sink`` and ``spark_kafka_sink.testing``
   export are each package's ``__all__``, and every name resolves to the object of the module the
   table names.
+- The module tables of "Layers" name every module of the package (``__init__.py`` aside) and no
+  module that does not exist.
+- "Time": in the producer's stack only ``clock.py`` reads the real clock, but for the one
+  caller-side wait the map names.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 from pathlib import Path
@@ -84,3 +89,91 @@ def test_star_import_gives_the_root_names():
     scope: dict[str, object] = {}
     exec("from spark_kafka_sink import *", scope)
     assert set(spark_kafka_sink.__all__) <= set(scope)
+
+
+def _mapped_modules() -> set[str]:
+    """Module paths under spark_kafka_sink/ that the module tables of "Layers" name: a table's
+    first column, relative to the folder its heading names (``### producer/``), or to the package
+    under "Package root" and "embedded/ and testing/" (whose rows give the folder). A row for a
+    folder (``messages/``) names its modules in its second column."""
+    found: set[str] = set()
+    folder = None
+    for line in _section("## 1. Layers").splitlines():
+        heading = re.match(r"^### (\S+)", line)
+        if heading:
+            name = heading.group(1)
+            if name in ("Package", "embedded/"):
+                folder = ""
+            else:
+                folder = name if name.endswith("/") else None
+            continue
+        row = re.match(r"^\| `([^`]+)` \|(.*)\|$", line)
+        if not row or folder is None:
+            continue
+        first, rest = row.groups()
+        if first.endswith("/"):
+            found |= {f"{folder}{first}{module}" for module in re.findall(r"`(\w+\.py)`", rest)}
+        elif first.endswith(".py"):
+            found.add(folder + first)
+    return found
+
+
+def test_the_module_tables_name_every_module_and_only_those():
+    modules = {str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")}
+    mapped = _mapped_modules()
+    assert sorted(mapped - modules) == [], "docs/ARCHITECTURE.md names modules that do not exist"
+    unmapped = sorted(module for module in modules - mapped if Path(module).name != "__init__.py")
+    assert unmapped == [], "modules missing from docs/ARCHITECTURE.md's module tables"
+
+
+def test_the_module_table_reader_sees_every_table():
+    mapped = _mapped_modules()
+    for module in ("__init__.py", "protocol/messages/fetch.py", "client/auth/oidc.py",
+                   "producer/arrow/plan.py", "producer/transactions/manager.py", "spark/jobs/run.py",
+                   "embedded/node.py", "testing/faultproxy.py"):
+        assert module in mapped, module
+
+
+# --- the real clock -----------------------------------------------------------------------------
+
+STACK = ("protocol", "record", "client", "producer")
+CLOCK_READERS = {"time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns",
+                 "process_time", "process_time_ns", "thread_time", "thread_time_ns"}
+DATE_READERS = {"now", "utcnow", "today"}
+# the one caller-side wait of the stack that reads the clock itself (docs/ARCHITECTURE.md, "Time")
+ALLOWED = {"clock.py": CLOCK_READERS, "producer/future.py": {"monotonic"}}
+
+
+def _clock_reads(source: str) -> set[str]:
+    """The real-clock functions ``source`` calls or imports: ``time.monotonic()``,
+    ``from time import perf_counter``, ``datetime.now()``, ``date.today()``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == "time":
+            found |= {alias.name for alias in node.names if alias.name in CLOCK_READERS}
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            owner = node.value.id if isinstance(node.value, ast.Name) else node.value.attr
+            if owner == "time" and node.attr in CLOCK_READERS:
+                found.add(node.attr)
+            elif owner in {"datetime", "date"} and node.attr in DATE_READERS:
+                found.add(node.attr)
+    return found
+
+
+def test_the_clock_reader_sees_every_form():
+    assert _clock_reads("import time\nx = time.monotonic()\n") == {"monotonic"}
+    assert _clock_reads("from time import perf_counter_ns\n") == {"perf_counter_ns"}
+    assert _clock_reads("import datetime\nx = datetime.datetime.now()\n") == {"now"}
+    assert _clock_reads("from datetime import date\nx = date.today()\n") == {"today"}
+    assert _clock_reads("import time\ntime.sleep(1)\nx = clock.monotonic_ms()\n") == set()
+
+
+def test_only_clock_py_reads_the_real_clock_in_the_producer_stack():
+    offenders = []
+    for path in [PACKAGE / "clock.py"] + [p for layer in STACK for p in sorted((PACKAGE / layer).rglob("*.py"))]:
+        name = str(path.relative_to(PACKAGE))
+        extra = _clock_reads(path.read_text()) - ALLOWED.get(name, set())
+        if extra:
+            offenders.append(f"{name} reads the clock: {sorted(extra)}")
+    assert not offenders, "\n".join(offenders)
+    assert _clock_reads((PACKAGE / "clock.py").read_text()), "clock.py no longer reads the clock"
