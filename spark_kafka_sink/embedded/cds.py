@@ -1,4 +1,6 @@
-"""Application class-data sharing (AppCDS) archives: the broker JVM starts in ~1.3 s instead of ~2.2 s.
+"""Application class-data sharing (AppCDS) archives, so the broker JVM starts faster (the figure
+is in bench/README.md, "Figures behind design choices").
+
 
 Java 17 can dump the classes a run loaded into a dynamic archive at exit
 (``-XX:ArchiveClassesAtExit``) and map them at the next start (``-XX:SharedArchiveFile``). The

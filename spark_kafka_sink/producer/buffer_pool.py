@@ -3,10 +3,11 @@
 As Java's ``BufferPool``, with one honest difference: **the pool accounts for memory, it does not
 hand out the bytes the records are written into.** ``allocate`` returns a :class:`MemoryLease`, a
 claim on ``size`` bytes of the budget; the batch's ``RecordBatchBuilder`` encodes into its own
-``bytearray``. Measured on CPython 3.11 with 100-byte records, encoding into a preallocated pooled
-``bytearray`` (slice assignment at an offset) was 10-25 % slower than appending to a fresh
-``bytearray`` (``+=`` is a single optimised C call), and it would not save the final copy the
-builder makes anyway; so pooled bytes would cost speed and buy nothing. What the pool still
+``bytearray``. Encoding into a preallocated pooled ``bytearray`` (slice assignment at an offset)
+was slower than appending to a fresh one (``+=`` is a single optimised C call; bench/README.md,
+"Figures behind design choices"), and it would not save the final copy the builder makes anyway;
+so pooled bytes would cost speed and buy nothing. What the pool still
+
 bounds for real: a batch never holds more than its lease (the builder's size limit is the lease
 size, and the first, possibly oversized, record is covered because the lease is
 ``max(batch.size, that record's upper bound)``), so buffered record bytes stay within

@@ -6,8 +6,10 @@ milliseconds and a larger one would only wait (``linger.ms``). A bulk writer alr
 Arrow batches, tens of thousands of rows at once; cut into 16 KiB record batches (about 140
 records of 100 B), every batch costs the broker its per-batch work (validation, offset
 assignment, log append, replication bookkeeping) and the client its per-batch encoding and
-bookkeeping. Measured in one Spark session on one node (1M rows of 100 B): the broker spent
-1.4-1.6 s of CPU per 1M rows with 16 KiB batches and 0.65-0.8 s with 256 KiB ones.
+bookkeeping: with 16 KiB batches the broker spends far more CPU per row than with 256 KiB ones
+(bench/README.md, "Figures behind design choices", has the measurement).
+
+
 
 So a bulk write, unless ``batch.size`` is set (then it is honoured exactly), builds batches of up
 to :data:`BULK_BATCH_SIZE` (1 MiB, librdkafka's default), and never larger than

@@ -1,10 +1,12 @@
 """Completion of a batch and the light per-record futures derived from it.
 
 A ``concurrent.futures.Future`` per record is expensive: it allocates a ``Condition`` (a lock and
-a waiter list) at creation, ~0.9 µs on CPython 3.11, and ``set_result`` takes that lock and
-notifies for every record on the sender thread. As Java does, a batch instead owns ONE
-:class:`BatchCompletion` (Java's ``ProduceRequestResult``) and every record gets a
-:class:`RecordFuture` (Java's ``FutureRecordMetadata``): five slots, ~0.2 µs, no lock. Its
+a waiter list) at creation, and ``set_result`` takes that lock and notifies for every record on
+the sender thread. As Java does, a batch instead owns ONE :class:`BatchCompletion` (Java's
+``ProduceRequestResult``) and every record gets a :class:`RecordFuture` (Java's
+``FutureRecordMetadata``): five slots, no lock, a fraction of a ``Future``'s cost (bench/README.md,
+"Figures behind design choices"). Its
+
 :class:`~spark_kafka_sink.structs.RecordMetadata` is derived when asked for: offset =
 ``base_offset + index`` (-1 when the broker gave none), timestamp = the log-append time when the
 topic uses it, else the record's create time.

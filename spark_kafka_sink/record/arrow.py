@@ -29,9 +29,10 @@ row) :func:`encode_batches` returns the batches that appending the rows one by o
 
 Why the Arrow join rather than a numpy scatter of every byte into one buffer: the join copies
 keys and values with one ``memcpy`` per field in C++, while numpy needs an index (or a mask) per
-output *byte* to interleave variable-length fields. Measured on 1M rows of 100-byte values, the
-join of heads and values took about half the time of a numpy mask-scatter of the values alone,
-and it needs no per-byte temporary. The heads themselves are dense numpy (see
+output *byte* to interleave variable-length fields; the join is the faster of the two
+(bench/README.md, "Figures behind design choices") and needs no per-byte temporary. The heads
+themselves are dense numpy (see
+
 :func:`_varint_column`).
 
 Columns: ``value`` and ``key`` are ``binary``, ``large_binary``, ``string`` or ``large_string``

@@ -39,11 +39,9 @@ on Spark Connect too.
 Re-chunking: Spark's batches can be concatenated up to ``rechunk_rows`` rows or
 ``rechunk_bytes`` bytes (whichever comes first; a batch is never split) before they are sent.
 That costs one copy and holds at most the budget plus one batch in memory; 0 turns it off, and
-off is the default: measured with ``bench.spark`` (1,000,000 rows of 100 B, local[2], best of 3,
-each against the built-in sink in the same run), Spark's 10,000-row batches re-chunked to 60,000
-rows gave no gain (uncompressed 1.20M against 1.27M rows/s sent as they come, lz4 1.46M against
-1.45M; Python CPU per 1M rows 0.55 against 0.54 s and 0.45 against 0.48 s) and 40-45 MB more
-worker RSS.
+off is the default: measured with ``bench.spark``, re-chunking gave no gain and more worker RSS
+(bench/README.md, "Figures behind design choices").
+
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Spark's class-data archive (AppCDS) for short-lived Spark JVMs: a ``local[2]`` session and a
-small job take about 7 s instead of about 11 s on a 2-core machine: the classes Spark loads and
-verifies at every start are mapped from one file instead.
+"""Spark's class-data archive (AppCDS) for short-lived Spark JVMs: the classes Spark loads and
+verifies at every start are mapped from one file instead, so a ``local[2]`` session and a small
+job start faster (the figure is in bench/README.md, "Figures behind design choices").
+
 
 The same mechanism as the broker's (:mod:`spark_kafka_sink.embedded.cds`), for the JVMs of one
 pyspark installation (its ``jars/``) and one JDK build: a single archive, in

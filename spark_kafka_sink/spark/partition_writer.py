@@ -5,8 +5,10 @@ The steps follow Spark's ``KafkaWriteTask`` (docs/ARCHITECTURE.md, "A record's p
 1. Lease the producer for the sink's config from this Python worker's pool. The attempt number
    comes from ``TaskContext.attemptNumber()``; a retry (attempt > 0) gets a fresh producer.
 2. Send every row with the task's :class:`~spark_kafka_sink.producer.tally.DeliveryTally`, which
-   counts acknowledged and failed records once per completed batch (a callback per record would
-   cost the sending thread about half its speed). Sending stops at the first error seen, whether
+   counts acknowledged and failed records once per completed batch (a callback per record runs
+   Python on the sender thread and takes the GIL from the sending one: bench/README.md, "Figures
+   behind design choices"). Sending stops at the first error seen, whether
+
    a batch failed or ``send`` raised.
 3. Flush (the worker may be SIGKILLed once idle: nothing flushes later), then check again. The
    flush is bounded by ``kafka.delivery.timeout.ms`` plus a margin (:data:`FLUSH_MARGIN_S`): a
