@@ -7,37 +7,30 @@ Metadata request for :attr:`topics`, and hands the answer to :meth:`update` (or 
 :meth:`failed_update`). Every method that changes state holds one Condition, which also wakes
 the waiters.
 
-Refresh timing (all times are monotonic ms):
+Refresh timing (monotonic ms): an update is due at once before the first success and whenever one
+was requested, else ``metadata.max.age.ms`` after the last success; but never sooner than the
+backoff after the last attempt (``retry.backoff.ms`` after a success, growing exponentially, ×2
+±20% up to ``retry.backoff.max.ms``, with consecutive failures; a new topic skips it).
 
-- before the first successful update, and whenever an update was requested, one is due at once;
-  otherwise ``metadata.max.age.ms`` after the last successful one;
-- but never sooner than the refresh backoff after the last attempt: ``retry.backoff.ms`` after a
-  success, growing exponentially (×2, ±20%, up to ``retry.backoff.max.ms``) with consecutive
-  failures; a topic seen for the first time skips the backoff.
-
-Topics: the producer's topics are remembered with the time they were last used; a topic unused
-for ``metadata.max.idle.ms`` is dropped at the next update (and is fetched again if used again).
+Topics: the producer's topics are remembered with the time they were last used; one unused for
+``metadata.max.idle.ms`` is dropped at the next update (and fetched again if used again).
 A response that reports a retriable error for a topic or a partition (no leader yet, unknown
 topic) asks for another update, subject to the backoff.
 
 Partitions (:meth:`Metadata.await_partition`): a partition above the cached count may have just
-been added, so the wait asks for a fresh answer, one fetched after the wait began (a request sent
-later than that; one request is in flight at a time). If that answer still lacks the partition it
-does not exist: ``InvalidPartitionError`` at once, naming the count, rather than waiting
-``max.block.ms`` as Java does; and later waits for it fail at once too, until an answer shows the
-topic with a different partition count.
+been added, so the wait asks for an answer fetched after the wait began. If that one still lacks
+the partition it does not exist: ``InvalidPartitionError`` at once, naming the count, rather than
+waiting ``max.block.ms`` as Java does; later waits for it fail at once too, until an answer shows
+the topic with a different partition count.
 
-Timeouts say why: which bootstrap addresses were tried and the last connection error while no
-broker has answered yet; that the cluster answered and the topic does not exist (auto-creation is
-off); or that it exists with fewer partitions.
+Timeouts say why: the bootstrap addresses tried and the last connection error while no broker has
+answered; or that the topic does not exist (auto-creation off), or has fewer partitions.
 
 The cluster id: every answer's cluster id is compared with the last one seen (a rebootstrap
 forgets the brokers, not the cluster id). A different one means the cluster behind the same
-addresses was replaced (a new cluster, not a restart): the answer replaces the old snapshot whole,
-as every answer does (nothing of the old cluster's partitions, leaders or leader epochs is kept),
-a WARNING names both ids, and :attr:`Metadata.cluster_change` records the change with a new
-generation. The producer's sender acts on it: its producer id, sequences and in-flight requests
-belong to the old cluster. KIP-951 leader hints carry the generation their request was sent in
+addresses was replaced: the answer replaces the snapshot whole, as every answer does, a WARNING
+names both ids, and :attr:`Metadata.cluster_change` records the change with a new generation,
+for the sender to act on. KIP-951 leader hints carry the generation their request was sent in
 (:meth:`Metadata.update_leaders`): a hint from the old cluster is not applied to the new one.
 
 Errors for a topic that waiting cannot fix (TOPIC_AUTHORIZATION_FAILED, INVALID_TOPIC_EXCEPTION)

@@ -1,7 +1,6 @@
 """Application class-data sharing (AppCDS) archives, so the broker JVM starts faster (the figure
 is in bench/README.md, "Figures behind design choices").
 
-
 Java 17 can dump the classes a run loaded into a dynamic archive at exit
 (``-XX:ArchiveClassesAtExit``) and map them at the next start (``-XX:SharedArchiveFile``). The
 archive belongs to one jar directory and one JDK build, so it lives next to the jars, named by a

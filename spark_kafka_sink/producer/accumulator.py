@@ -1,65 +1,43 @@
 """RecordAccumulator: per-partition queues of batches between ``send()`` and the sender thread.
 
-What it does (Java's ``RecordAccumulator``; see docs/ARCHITECTURE.md):
+Java's ``RecordAccumulator``; docs/ARCHITECTURE.md ("A record's path") follows a record through
+it. ``append_to`` (a key or partition; ``append`` is it by partition) and ``append_sticky`` (the
+sticky partition) add a record to its partition's last open batch, or start a batch with memory
+from the :class:`~.buffer_pool.BufferPool` (which may block up to ``max_block_ms``);
+``append_batch`` queues a batch built whole (``send_arrow``). ``IncompleteBatches`` holds every
+batch not done yet, queued or in flight: what ``flush`` waits for and a forced close fails.
+``ready`` names the leaders with a sendable first batch (full, waited ``linger.ms`` or its retry
+backoff, or anything while a flush runs, memory is exhausted or the accumulator is closed; muted
+partitions skipped); ``drain`` takes per node the first batch of each partition up to
+``max_request_size`` (the first always goes; the starting partition rotates so none starves),
+gated and stamped with producer id, epoch and sequence by :mod:`.transactions.manager` with
+idempotence; ``expired_batches``, ``reenqueue`` (at the front, KIP-580's jittered backoff).
 
-- ``append_to`` (one record path: ``send()`` with a key or partition; ``append`` is it by
-  partition) adds a record to the last open batch of its partition's deque, or starts a new batch
-  with memory from the :class:`~.buffer_pool.BufferPool` (which may block up to ``max_block_ms``).
-  ``append_sticky`` does the same on the sticky partition (records without key or partition),
-  ``append_batch`` queues a batch built whole (``send_arrow``).
-- ``IncompleteBatches`` holds every batch not done yet, queued or in flight: what ``flush`` waits
-  for and a forced close fails (``abort_incomplete_batches``; ``abort_undrained_batches`` fails
-  the queued ones only, with the same sweep).
-- ``ready`` names the leader nodes with something sendable: a partition's first batch is full,
-  or has waited ``linger.ms`` (a retried batch: its retry backoff instead), or a flush is in
-  progress, or memory is exhausted (senders are blocked in the pool), or the accumulator is
-  closed. It also gives the time until the next partition becomes sendable and the topics whose
-  leader is unknown. Muted partitions (a request in flight where order must be kept) are skipped.
-- ``drain`` takes, per ready node, the first batch of each of its partitions, up to
-  ``max_request_size`` bytes per node (the first batch always goes), starting at a partition
-  that rotates from call to call so none starves. With idempotence it stamps producer id, epoch
-  and sequence on each new batch at this moment, and holds back a partition whose sequence state
-  does not allow sending (see :mod:`.transactions.manager`). Drained batches are closed (bytes built).
-- ``expired_batches`` removes queued batches older than ``delivery.timeout.ms``; ``reenqueue`` puts a
-  retried batch back at the front (in sequence order with idempotence), with an exponential,
-  jittered backoff (KIP-580).
-- ``split_and_reenqueue`` (Java's ``splitAndReenqueue``) splits a batch the broker refused as
-  MESSAGE_TOO_LARGE and puts the parts back at the front of the partition's deque, in order (in
-  sequence order with idempotence), as if never tried: no backoff, no attempt counted. The parts
-  target at most ``batch.size`` and at most half the refused batch (bytes before compression),
-  so every split makes progress and a record that is itself too large ends up alone (Java
-  halves only from a batch's second split, KAFKA-8350; ours are never over ``batch.size``, so a
-  first split by ``batch.size`` would rebuild the same batch). The refused batch's pool lease is
-  shared out among the parts, so the memory stays counted until they complete and exactly the
-  leased bytes go back.
+``split_and_reenqueue`` (MESSAGE_TOO_LARGE) puts the parts back at the front in order, as if
+never tried: no backoff, no attempt counted. Each is at most ``batch.size`` and at most half the
+refused batch (before compression), so every split makes progress and a record too large by
+itself ends up alone (Java halves only from a second split, KAFKA-8350). The refused batch's
+lease is shared among the parts, so the memory stays counted until they complete.
 
 Deviations from Java, on purpose: a partition held back by idempotence is skipped rather than
-ending the node's drain; the retry backoff is drawn once per retry (stored on the batch) instead of
-on every ``ready``/``drain`` call, so both see the same value; the leader-epoch shortcut that skips
-the backoff after a leader change is not implemented yet.
+ending the node's drain; the retry backoff is drawn once per retry (stored on the batch), so
+``ready`` and ``drain`` see the same value; the leader-epoch shortcut that skips the backoff after
+a leader change is not implemented yet. Every ``now_ms`` is monotonic (:mod:`spark_kafka_sink.clock`).
 
-Time: every ``now_ms`` is monotonic milliseconds (:mod:`spark_kafka_sink.clock`).
+Thread-safety contract:
 
-Thread-safety contract
-----------------------
-- ``append_to``, ``append``, ``append_sticky`` and ``append_batch`` are called from any number of
-  user threads; everything else (``ready``, ``drain``,
-  ``expired_batches``, ``reenqueue``, ``mute``/``unmute``, ``deallocate``,
-  ``abort_incomplete_batches``) from the single sender thread. ``begin_flush``,
-  ``await_flush_completion``, ``close`` and the read-only queries may be called from any thread.
-- Each partition's deque has its own lock (Java synchronises on the deque). Every read or write
-  of a deque, and every append to a batch still in a deque, holds that lock. A drained batch is
-  the sender's alone.
-- The partition map is copy-on-write: a new partition copies it under a lock, readers iterate
-  the reference they got without locking.
-- Allocation from the pool (which may block) never holds a deque lock: ``append`` drops the lock,
-  allocates, retakes it and checks again whether another thread started a batch meanwhile.
-- ``closed`` is checked under the deque lock right before a record goes into a batch, so after
-  ``close()`` no append can slip into a deque that ``abort_incomplete_batches`` has already emptied.
-- The set of incomplete batches and the flush counter have one small lock each.
-- Muted partitions, drain indexes and node-latency stats belong to the sender thread.
-- Lock order: deque lock, then the incomplete-set lock or (``append_sticky``) the sticky
-  partitioner's per-topic lock. The pool lock is never taken under a deque lock.
+- the appends run on any number of user threads; ``ready``, ``drain``, ``expired_batches``,
+  ``reenqueue``, ``mute``/``unmute``, ``deallocate`` and ``abort_incomplete_batches`` on the
+  sender thread; ``begin_flush``, ``await_flush_completion``, ``close`` and read-only queries on any;
+- each partition's deque has its own lock, held for every read or write of the deque and every
+  append to a batch still in it; a drained batch is the sender's alone; the partition map is
+  copy-on-write (readers take no lock); muted partitions, drain indexes and node-latency stats
+  are the sender thread's; the incomplete set and the flush counter have one small lock each;
+- allocation never holds a deque lock (an append drops it, allocates, retakes it and checks
+  again), and ``closed`` is checked under the deque lock right before an append, so none slips in
+  after ``abort_incomplete_batches`` emptied the deques;
+- lock order: a deque lock, then the incomplete-set lock or (``append_sticky``) the sticky
+  partitioner's per-topic lock; the pool lock is never taken under a deque lock.
 """
 
 from __future__ import annotations

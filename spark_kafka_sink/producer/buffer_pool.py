@@ -6,10 +6,9 @@ claim on ``size`` bytes of the budget; the batch's ``RecordBatchBuilder`` encode
 ``bytearray``. Encoding into a preallocated pooled ``bytearray`` (slice assignment at an offset)
 was slower than appending to a fresh one (``+=`` is a single optimised C call; bench/README.md,
 "Figures behind design choices"), and it would not save the final copy the builder makes anyway;
-so pooled bytes would cost speed and buy nothing. What the pool still
-
-bounds for real: a batch never holds more than its lease (the builder's size limit is the lease
-size, and the first, possibly oversized, record is covered because the lease is
+so pooled bytes would cost speed and buy nothing. What the pool still bounds for real: a batch
+never holds more than its lease (the builder's size limit is the lease size, and the first,
+possibly oversized, record is covered because the lease is
 ``max(batch.size, that record's upper bound)``), so buffered record bytes stay within
 ``buffer.memory`` plus the allocator's slack.
 

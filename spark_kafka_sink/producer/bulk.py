@@ -9,8 +9,6 @@ assignment, log append, replication bookkeeping) and the client its per-batch en
 bookkeeping: with 16 KiB batches the broker spends far more CPU per row than with 256 KiB ones
 (bench/README.md, "Figures behind design choices", has the measurement).
 
-
-
 So a bulk write, unless ``batch.size`` is set (then it is honoured exactly), builds batches of up
 to :data:`BULK_BATCH_SIZE` (1 MiB, librdkafka's default), and never larger than
 

@@ -4,9 +4,8 @@ A ``concurrent.futures.Future`` per record is expensive: it allocates a ``Condit
 a waiter list) at creation, and ``set_result`` takes that lock and notifies for every record on
 the sender thread. As Java does, a batch instead owns ONE :class:`BatchCompletion` (Java's
 ``ProduceRequestResult``) and every record gets a :class:`RecordFuture` (Java's
-``FutureRecordMetadata``): five slots, no lock, a fraction of a ``Future``'s cost (bench/README.md,
-"Figures behind design choices"). Its
-
+``FutureRecordMetadata``): five slots, no lock, a fraction of a ``Future``'s cost
+(bench/README.md, "Figures behind design choices"). Its
 :class:`~spark_kafka_sink.structs.RecordMetadata` is derived when asked for: offset =
 ``base_offset + index`` (-1 when the broker gave none), timestamp = the log-append time when the
 topic uses it, else the record's create time.
@@ -19,9 +18,8 @@ internals) need :meth:`RecordFuture.to_concurrent_future`.
 
 Order of completion, once per batch (``BatchCompletion.finish``):
 
-1. the outcome is stored and ``done()`` becomes true; ``result()`` callers wake up;
-   then each :class:`~spark_kafka_sink.producer.tally.DeliveryTally` the batch's records were
-   sent with learns the batch's outcome once, with its record count;
+1. the outcome is stored, ``done()`` becomes true and ``result()`` callers wake up; then each
+   :class:`~.tally.DeliveryTally` of the batch's records learns the outcome once, with its count;
 2. per record, in append order: the send callback ``callback(metadata, exception)`` (exactly one
    of them is ``None``), then the record's ``add_done_callback`` functions. A callback that raises
    (``BaseException`` included) is logged and the others still run;

@@ -3,15 +3,11 @@
 The producer's caller records the time spent in each transactional call
 (:meth:`ProducerMetrics.on_transaction_step`, Java's ``txn-*-time-ns-total``). The sender reports
 what happened, once per request or per failed/retried batch and never per record, through six
-hooks: :meth:`ProducerMetrics.on_produce_request`, :meth:`~ProducerMetrics.
-on_drain`, :meth:`~ProducerMetrics.on_response`, :meth:`~ProducerMetrics.on_retry`,
-:meth:`~ProducerMetrics.on_error` and :meth:`~ProducerMetrics.on_split`. State the
-producer already keeps (free buffer memory, in-flight requests, metadata age) is read by gauges
-at snapshot time. :meth:`ProducerMetrics.snapshot` returns a frozen, picklable
-:class:`MetricsSnapshot`; the Spark layer ships them from executors and merges them on the driver.
-
-Stats (``Total``, ``Avg``, ``Max``, ``Rate``, gauges) live in :mod:`.stats`, snapshots in
-:mod:`.metrics_snapshot`.
+hooks (``on_produce_request``, ``on_drain``, ``on_response``, ``on_retry``, ``on_error``,
+``on_split``). State the producer already keeps (free buffer memory, in-flight requests, metadata
+age) is read by gauges at snapshot time. :meth:`ProducerMetrics.snapshot` returns a frozen,
+picklable :class:`MetricsSnapshot` (:mod:`.metrics_snapshot`); the Spark layer ships them from
+executors and merges them on the driver. The stats themselves live in :mod:`.stats`.
 
 Where this differs from Java (each for a stated reason):
 

@@ -1,19 +1,11 @@
 """Sender: the producer's I/O thread (Java's ``Sender``; see docs/ARCHITECTURE.md).
 
-One loop step, :meth:`Sender.run_once`, reads as its parts:
-
-1. idempotence and transaction housekeeping: resolve sequences, perform a requested epoch bump,
-   send InitProducerId when a producer id is needed, or the transaction manager's next request
-   (:mod:`.transactions.requests`); fail the queued batches of a transaction that is aborting or
-   abortable; after a fatal error, fail every pending batch (queued and in flight) with it and
-   only poll;
-2. :meth:`Sender.send_producer_data`: ready → ask metadata for unknown leaders → drop nodes that
-   are not ready → expire → drain → one ProduceRequest per node, muting (ordering) each partition
-   it carries;
-3. ``client.poll(timeout)``: the I/O; responses come back through the request callbacks, which
-   decide per partition (:meth:`Sender._complete_batch`): done, retry after a backoff, split
-   (MESSAGE_TOO_LARGE for a batch of several records; INVALID_RECORD naming some of its records,
-   which fail alone), or fail.
+One loop step, :meth:`Sender.run_once` (the map's "The sender thread" walks through it):
+idempotence and transaction housekeeping (:mod:`.transactions`; after a fatal error every pending
+batch fails with it and the loop only polls), then :meth:`Sender.send_producer_data` (ready,
+metadata for unknown leaders, expire, drain, one ProduceRequest per node), then
+``client.poll(timeout)``, whose responses come back through the request callbacks that decide
+per partition (:meth:`Sender._complete_batch`): done, retry after a backoff, split, or fail.
 
 Poll timeout (what ``send_producer_data`` returns): 0 when a request was just sent (more may be
 sendable at once); otherwise the smallest of the accumulator's next ready-check delay (linger or
@@ -28,25 +20,20 @@ where it waits and is never drained, so a drained batch always goes out. A parti
 flight: muted once the request is handed to the client, unmuted when its response, disconnect or
 timeout is handled, whatever that handling raises. Expiry never stops later records.
 
-The cluster behind ``bootstrap.servers`` replaced (a Metadata answer with another cluster id,
-``Metadata.cluster_change``): seen at the top of each step and before each Produce answer is
-handled, before anything else is drained. The transaction manager resets the idempotent producer
-id and sequences (or fails a transactional producer): see :mod:`.transactions.manager`. A Produce
-request carries the cluster generation it was sent in; an answer that arrives after the
-generation changed is not trusted, by an idempotent producer: its batches fail with
-``ClusterChangedError`` (outcome unknown; the new cluster may have taken them for another
-producer's duplicates, or written them under the old producer id), and its leader hints are not
-applied.
+A replaced cluster (``Metadata.cluster_change``) is seen at the top of each step and before each
+Produce answer is handled, before anything else drains: the transaction manager resets the
+idempotent producer's id and sequences (or fails a transactional producer), and an idempotent
+producer's answer to a request sent in an older cluster generation is not trusted: its batches
+fail with ``ClusterChangedError`` (outcome unknown) and its leader hints are not applied.
 
 Close: :meth:`initiate_close` lets :meth:`run` finish what is queued and in flight, then close the
 client; :meth:`force_close` fails whatever is left at once with ``ProducerClosedError``.
 
 The thread never dies silently. Callbacks cannot stop it (their errors, ``BaseException``
 included, are contained where they run), an ``Exception`` in a step is logged and the loop goes
-on, and anything else that escapes the loop (a ``BaseException`` from a bug) is the safety net's:
-:meth:`run` fails every pending record with a :class:`~spark_kafka_sink.errors.ProducerClosedError`
-naming the cause, closes the accumulator with it (later sends raise it at once), and still closes
-every socket. :attr:`Sender.death` holds that error.
+on, and anything else that escapes the loop is the safety net's: :meth:`run` fails every pending
+record with a ``ProducerClosedError`` naming the cause, closes the accumulator with it (later
+sends raise it at once), and still closes every socket. :attr:`Sender.death` holds that error.
 
 Threads: everything but ``initiate_close``, ``force_close``, ``wakeup`` and ``running`` runs on the
 sender thread. Time is the injected clock's ``monotonic_ms()``, passed down as ``now_ms``.

@@ -31,9 +31,7 @@ Why the Arrow join rather than a numpy scatter of every byte into one buffer: th
 keys and values with one ``memcpy`` per field in C++, while numpy needs an index (or a mask) per
 output *byte* to interleave variable-length fields; the join is the faster of the two
 (bench/README.md, "Figures behind design choices") and needs no per-byte temporary. The heads
-themselves are dense numpy (see
-
-:func:`_varint_column`).
+themselves are dense numpy (see :func:`_varint_column`).
 
 Columns: ``value`` and ``key`` are ``binary``, ``large_binary``, ``string`` or ``large_string``
 arrays (or ``null``-typed), possibly sliced or chunked, nulls allowed (a null key or value is

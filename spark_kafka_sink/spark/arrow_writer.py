@@ -3,12 +3,9 @@
 Rows mode turns every row into a Python ``Row`` and calls ``send`` once per record; here the
 task gets Spark's Arrow batches (``spark.sql.execution.arrow.maxRecordsPerBatch`` rows each) and
 hands each one, whole, to ``KafkaProducer.send_arrow``, which partitions and encodes columns
-rather than rows. The task follows the same skeleton as
-:class:`~spark_kafka_sink.spark.partition_writer.PartitionWriter`
-(:func:`~spark_kafka_sink.spark.task.run_task`, :mod:`.task`): lease this worker's producer (a
-retry gets a fresh one), send, flush, wait for every result, release the lease in ``finally``,
-raise :class:`~spark_kafka_sink.spark.task.PartitionWriteError` if any record failed, with the
-same message as rows mode.
+rather than rows. The rest of the task is rows mode's skeleton, :func:`~.task.run_task`: lease
+this worker's producer (a retry gets a fresh one), send, flush, wait for every result, release the
+lease in ``finally``, raise :class:`~.task.PartitionWriteError` if any record failed.
 
 On the driver, :func:`sink_frame` selects only the sink columns, under their conventional names
 (``value``, ``key``, ``topic``, ``partition``, ``headers``, ``timestamp``), by position, so a
@@ -32,16 +29,14 @@ task's dead letters, one Python step per bad row only.
 Sending stops at the first failure seen between batches (a failed batch, or a ``send_arrow``
 that raised). A task that succeeded yields ONE stats row (:data:`STATS_SCHEMA`): its partition,
 attempt, duration, :class:`~spark_kafka_sink.spark.metrics.SinkTaskMetrics` as JSON and, in
-exactly-once mode, its open transaction as JSON (:func:`stats_transactions`); the
-driver collects and merges them (:func:`merge_stats`), so metrics need no accumulator and work
-on Spark Connect too.
+exactly-once mode, its open transaction as JSON (:func:`stats_transactions`); the driver collects
+and merges them (:func:`merge_stats`): no accumulator, so it works on Spark Connect too.
 
 Re-chunking: Spark's batches can be concatenated up to ``rechunk_rows`` rows or
 ``rechunk_bytes`` bytes (whichever comes first; a batch is never split) before they are sent.
 That costs one copy and holds at most the budget plus one batch in memory; 0 turns it off, and
 off is the default: measured with ``bench.spark``, re-chunking gave no gain and more worker RSS
 (bench/README.md, "Figures behind design choices").
-
 """
 
 from __future__ import annotations

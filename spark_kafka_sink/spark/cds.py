@@ -2,7 +2,6 @@
 verifies at every start are mapped from one file instead, so a ``local[2]`` session and a small
 job start faster (the figure is in bench/README.md, "Figures behind design choices").
 
-
 The same mechanism as the broker's (:mod:`spark_kafka_sink.embedded.cds`), for the JVMs of one
 pyspark installation (its ``jars/``) and one JDK build: a single archive, in
 ``<cache>/spark-cds/<key>/driver-<java key>.jsa``. :func:`ensure_archive` dumps it once, by running a

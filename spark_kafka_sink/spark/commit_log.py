@@ -4,51 +4,39 @@ before it commits them, so that a driver that dies half-way can be finished by t
 A compacted topic with one partition (option ``commit.topic``; the sink creates it), keyed by the
 query's ``transactional.id.prefix``: each micro-batch writes a :class:`BatchRecord` twice, as
 ``prepared`` (the batch id, its partition count and every task's
-:class:`~spark_kafka_sink.producer.transactions.resumable.ResumableTransaction`) before the first commit, then
-as ``committed`` after the last one (``aborted`` when the driver gave the batch up). Compaction
-keeps the last record per prefix, which is all a restarted driver needs: it reads the partition
-once (:func:`~spark_kafka_sink.admin.read_partition`) and takes the prefix's last record.
+:class:`~spark_kafka_sink.producer.transactions.resumable.ResumableTransaction`) before the first
+commit, then as ``committed`` after the last one (``aborted`` when the driver gave the batch up).
+A restarted driver reads it once (:func:`~spark_kafka_sink.admin.read_partition`) and takes the
+prefix's last record. :meth:`CommitLog.ensure_topic` refuses a topic that is not compacted
+(:func:`judge_topic`, naming the fix: deleted records could no longer tell a replay from a new
+batch) and warns of replication factor 1 on a cluster of several brokers.
 
-**One writer per query.** Records are written by a transactional producer whose id is the
-prefix's own, ``<prefix>-commit-log`` (:func:`writer_id`: never a task's ``<prefix>-<n>``, and
-covered by a prefixed ACL on ``<prefix>-``), one transaction per record, waiting for the commit.
-A driver initializes it before it reads the log (:meth:`CommitLog.latest`), which fences every
-older driver's writer and aborts what that one had not committed: a driver that outlived its
-replacement (a YARN driver restart, a network partition) has its next append refused with
-:class:`DriverFencedError` ("another driver of this query took over") and cannot append
-``aborted`` after the new driver's ``committed``. The log is read ``read_committed``, waiting for
-transactions still undecided (another prefix's append on a shared topic), so a reader never sees
-a fenced driver's record, nor a stale view. The writer's transactions time out after
+**One writer per query.** Records are written by a transactional producer with the prefix's own
+id, ``<prefix>-commit-log`` (:func:`writer_id`: never a task's ``<prefix>-<n>``, covered by a
+prefixed ACL on ``<prefix>-``), one transaction per record, waiting for the commit. A driver
+initializes it before it reads the log (:meth:`CommitLog.latest`), which fences every older
+driver's writer: a driver that outlived its replacement has its next append refused with
+:class:`DriverFencedError` and cannot append ``aborted`` after the new driver's ``committed``.
+The log is read ``read_committed``, waiting for undecided transactions, so a reader never sees a
+fenced driver's record, nor a stale view. The writer's transactions time out after
 :data:`WRITER_TRANSACTION_TIMEOUT_MS` (at most the sink's ``transaction.timeout.ms``): a driver
 that dies mid-append holds readers of a shared topic back that long at most.
 
-**The topic** must be compacted: with ``cleanup.policy=delete`` the records are deleted after
-``retention.ms`` and, with them, what tells a replayed batch from a new one.
-:meth:`CommitLog.ensure_topic` refuses such a topic (:func:`judge_topic`, naming the fix) and logs
-a warning for replication factor 1 on a cluster of several brokers.
+**Replays, resets, older checkpoints.** Records carry the streaming query's id (``query_id``,
+stable across restarts). A batch id the log shows committed by another query is a checkpoint
+reset with the prefix kept: :func:`is_replay` refuses it (:class:`CheckpointResetError`) instead
+of skipping it; records without a query id are judged by batch id alone. A numeric batch id below
+the log's last one (query ids equal or either unknown) means a checkpoint restored from an older
+copy: :func:`check_order` refuses it (:class:`OlderBatchError`).
 
-**The streaming query id.** Records carry the id of the query that wrote them (``query_id``;
-Spark keeps it in the checkpoint, so it is stable across restarts). A batch id the log shows
-committed by another query is not a replay but a checkpoint reset with the prefix kept (batch ids
-start again at 0): :func:`is_replay` refuses it with :class:`CheckpointResetError` instead of
-skipping it. Records without a query id (written by ``KafkaSink.write``, the Data Source, or
-earlier versions) are judged by batch id alone, as before.
+**Expiry and ownership.** A writer idle for longer than ``transactional.id.expiration.ms`` is
+forgotten (INVALID_PRODUCER_ID_MAPPING on its next append); it is made again once, only if the
+log still ends with the record this driver last read or wrote (else :class:`DriverFencedError`).
+:meth:`CommitLog.begin` sends a record and waits for the brokers to accept it before the driver
+fences any id, and commits it afterwards: a fenced driver learns it before it aborts anything.
 
-**Older batch ids.** Spark only runs the last batch again: a numeric batch id below the log's last
-one (whatever its state), with the query ids equal or either unknown, means a checkpoint restored
-from an older copy (or, query id unknown, a reset): :func:`check_order` refuses it with
-:class:`OlderBatchError` instead of writing its rows again.
-
-**Expiry and ownership.** A writer idle for longer than the brokers'
-``transactional.id.expiration.ms`` is forgotten: its next append is refused
-(INVALID_PRODUCER_ID_MAPPING), and it is made again once, only if the log still ends with the
-record this driver last read or wrote (else :class:`DriverFencedError`). :meth:`CommitLog.begin`
-sends a record and waits for the brokers to accept it before the driver fences any id, and
-commits it afterwards: a fenced driver learns it before it aborts anything.
-
-Values are JSON (``format`` 1; ``query_id`` is optional, so earlier versions read these records
-and this version reads theirs); a record this version cannot read is an error naming the topic
-and offset, never skipped.
+Values are JSON (``format`` 1, ``query_id`` optional); a record this version cannot read is an
+error naming the topic and offset, never skipped.
 """
 
 from __future__ import annotations

@@ -13,50 +13,30 @@ on Spark 4, without ``foreachBatch`` (see docs/ARCHITECTURE.md).
 
 Where each step runs (PySpark's ``pyspark.sql.worker`` modules):
 
-- ``writer()`` / ``streamWriter()``: in a Python worker on the driver, while Spark plans the write.
-  The options go through :meth:`SinkConfig.from_options` and the schema through
-  :func:`validate_schema` there, so a bad option or column fails ``save()`` / ``start()`` with the
-  same message as :class:`~spark_kafka_sink.spark.sink.KafkaSink`, before any task runs or any
-  record is sent. Spark wraps the error in its own exception; the message is kept.
-- ``write(...)``: in each task, on the executors. In arrow mode (option ``mode``, the default)
-  the writers are Spark's Arrow writers: the task gets Arrow batches and runs
-  :class:`~spark_kafka_sink.spark.arrow_writer.ArrowWriter` (``send_arrow``), as ``KafkaSink``
-  does; a schema whose columns would need renaming first (a repeated name, header fields not
-  named exactly ``key``/``value``) and Spark 4.0 streams write rows instead. In rows mode it is
+- ``writer()`` / ``streamWriter()``: in a Python worker on the driver, while Spark plans the
+  write. Options (:meth:`SinkConfig.from_options`) and schema (:func:`validate_schema`) are
+  checked there, so a bad one fails ``save()`` / ``start()`` with ``KafkaSink``'s message (wrapped
+  by Spark) before any task runs. Exactly-once recovery runs here too, never in the commit worker.
+- ``write(...)``: in each task. Arrow mode (the default) runs
+  :class:`~spark_kafka_sink.spark.arrow_writer.ArrowWriter` on Spark's Arrow batches, as
+  ``KafkaSink`` does, but a schema whose columns would need renaming first (a repeated name,
+  header fields not named exactly ``key``/``value``) and Spark 4.0 streams write rows:
   :class:`~spark_kafka_sink.spark.partition_writer.PartitionWriter` with a :class:`_Collector` as
-  its accumulator. Either way: lease a pooled producer, send, flush, check; the first error
-  fails the task; a retry gets a fresh producer. The task returns a :class:`KafkaCommitMessage`
-  carrying its :class:`~spark_kafka_sink.spark.metrics.SinkTaskMetrics`.
+  its accumulator. The task returns a :class:`KafkaCommitMessage` carrying its
+  :class:`~spark_kafka_sink.spark.metrics.SinkTaskMetrics` (and, exactly-once, its transaction).
 - ``commit(messages)`` / ``abort(messages)``: in another Python worker on the driver, once the
-  tasks are done (for a stream, once per micro-batch; Spark builds a fresh ``streamWriter`` there).
-  ``commit`` merges the messages' metrics and logs one line
-  (:func:`~spark_kafka_sink.spark.metrics.format_line`); ``abort`` logs what the tasks that
-  succeeded wrote.
+  tasks are done (for a stream, once per micro-batch, with a fresh ``streamWriter``). ``commit``
+  merges the metrics and logs one line (logger ``spark_kafka_sink.spark.datasource``, in that
+  worker's stderr: the application gets no metrics object; :func:`_driver_log`); exactly-once, it
+  records and commits the tasks' transactions, or aborts them for a replayed batch. ``abort``
+  logs what the tasks that succeeded wrote; exactly-once, it aborts what the batch left open and
+  records the batch aborted, unless the log shows it committed (a failed replay).
 
-Metrics travel in the commit messages, not in accumulators, so they work wherever a Python Data
-Source does (Spark Connect too). The line is logged by logger ``spark_kafka_sink.spark.datasource``
-in that driver-side Python worker, not in the application's process, so it shows in the driver's
-stderr (or, for batch writes with Spark's worker logging on, in
-``spark.tvf.python_worker_logs()``); the application gets no metrics object. See
-:func:`_driver_log`.
-
-Exactly-once (``delivery.guarantee``, :mod:`~spark_kafka_sink.spark.exactly_once`): each task
-writes in its own transaction and puts it in its commit message; ``commit`` (on the driver)
-records and commits them, or, for a micro-batch the commit log shows committed already (a
-replay), aborts them; ``abort`` aborts whatever the batch's tasks left open and records the
-batch aborted, unless the log shows it committed (a failed replay: the record stays committed).
-Recovery (finishing a batch an earlier driver recorded but did not commit, fencing what a crashed
-run left open, upward from the recorded partition count, which also checks
-``transaction.timeout.ms`` with the brokers) runs in ``writer()`` / ``streamWriter()`` when Spark
-plans the write, never in the commit worker, which calls ``streamWriter()`` again for every
-micro-batch.
-
-Guarantees, at least once: as ``KafkaSink``. Records are in Kafka once a task succeeds; a failed
-write or micro-batch has nothing to undo (Kafka cannot take records back), and Spark's retry of a
-micro-batch sends its records again. ``mode("overwrite")`` is refused (Kafka cannot replace a
-topic's records, and Spark's own Kafka sink refuses it too). A stream in ``complete`` output mode
-is accepted, as Spark's Kafka sink accepts it: every micro-batch sends the whole result table again.
-``update`` output mode is refused by Spark itself for Python Data Sources (4.3).
+Metrics travel in the commit messages, not in accumulators, so they work on Spark Connect too.
+At least once, as ``KafkaSink``: a failed write has nothing to undo (Kafka cannot take records
+back), and Spark's retry of a micro-batch sends its records again. ``mode("overwrite")`` is
+refused (as Spark's own Kafka sink does); ``complete`` output mode is accepted (every micro-batch
+sends the whole result table again); ``update`` is refused by Spark itself for Python Data Sources.
 """
 
 from __future__ import annotations

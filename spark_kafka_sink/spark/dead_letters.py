@@ -10,8 +10,7 @@ fine (:func:`~spark_kafka_sink.errors.is_record_error`):
   record, INVALID_RECORD (e.g. a null key on a compacted topic), INVALID_TIMESTAMP,
   CORRUPT_MESSAGE. The producer splits such records out of their batches, so their batch-mates
   are written either way. Only a refusal that names the record, or whose batch held that one
-  record, is a bad record: a batch of several refused as a whole (CORRUPT_MESSAGE from
-  corruption on the wire, once its retries ran out) is fatal
+  record, is a bad record: a batch of several refused as a whole is fatal
   (``ProducerBatch.refused_alone``).
 
 Anything else (authentication, authorization, a topic missing after ``max.block.ms``, a fenced
@@ -19,24 +18,8 @@ producer, a timeout, a broker or network failure) is fatal: the task fails, what
 
 With ``errors.tolerance=all`` a task hands every bad record to :class:`DeadLetters`: with a
 dead-letter topic it is written there, through the task's producer (so, exactly-once, in the
-task's transaction), as its original key, value and headers plus context headers (Kafka Connect's
-layout under the prefix :data:`HEADER_PREFIX`):
-
-====================================  ===============================================
-``__spark_kafka_sink.errors.topic``            the topic the record was meant for (null when
-                                                it was null); always the first of them
-``__spark_kafka_sink.errors.partition``        its partition, when known
-``__spark_kafka_sink.errors.exception.class.name``  the error's class (module and name)
-``__spark_kafka_sink.errors.exception.message``    the error's message
-``__spark_kafka_sink.errors.stage``            ``convert`` or ``produce``
-``__spark_kafka_sink.errors.spark.batch.id``   the micro-batch id (absent for ``write``)
-``__spark_kafka_sink.errors.spark.partition.id``   the Spark partition of the task
-``__spark_kafka_sink.errors.spark.attempt``    the task's attempt number
-``__spark_kafka_sink.errors.value.dropped``    only on a dead letter that left the record's
-``...key.dropped``, ``...headers.dropped``      value, key or own headers out to fit: how many
-                                                bytes, and why
-====================================  ===============================================
-
+task's transaction), as its original key, value and headers plus context headers: Kafka
+Connect's layout under the prefix :data:`HEADER_PREFIX`, listed in the README ("Bad records").
 Each context header value is at most :data:`CONTEXT_VALUE_MAX` bytes (a longer one is cut, with
 :data:`TRUNCATED` at its end), and a dead letter always fits: it is sized against the most the
 task's producer sends and the dead-letter topic's own ``max.message.bytes`` (which the driver's

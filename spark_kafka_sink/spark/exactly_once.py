@@ -1,70 +1,43 @@
 """The driver's side of exactly-once writes: recover at start, skip replays, commit or abort the
 tasks' transactions (no pyspark here: ``KafkaSink`` and the Data Source call it around the job).
 
-Each task of a micro-batch writes its Spark partition in one Kafka transaction, with transactional
-id ``<prefix>-<partition id>`` (stable across attempts: a retry's ``init_transactions()`` fences
-its failed predecessor and aborts what that one left open), flushes, checks every record, and
-hands its transaction back to the driver without committing it. Then, on the driver:
+Each task writes its Spark partition in one Kafka transaction, id ``<prefix>-<partition id>``
+(a retry fences its failed predecessor), and hands it back uncommitted. Then, on the driver:
 
 1. :meth:`ExactlyOnceDriver.begin_batch`, before any task runs. The first call in a process (and
    the first after a call that could not record its outcome) recovers: it creates the commit log
-   if needed (:mod:`.commit_log`), reads the prefix's last record, finishes the commits of a
-   batch recorded ``prepared`` with its transactions (a driver died between its record and its
-   last commit), then fences the transactional ids a crashed run may have left open (see
-   *Fencing* below): their transactions are aborted now instead of holding ``read_committed``
-   readers back until ``transaction.timeout.ms``. The InitProducerId of ``<prefix>-0`` also
-   checks ``transaction.timeout.ms`` against the brokers' maximum before any task runs. A batch
-   id the log shows committed is a replay (Spark re-runs the last batch when its driver died
-   before recording it in the checkpoint): the batch is skipped. When the batch's partition count
-   is known before the job (rows mode) and is more than any batch used, the batch is recorded
-   ``prepared`` with no transactions first, so a crash mid-job leaves that count in the log.
+   if needed (:mod:`.commit_log`), finishes the commits of a batch its last record shows
+   ``prepared``, and fences the ids a crashed run may have left open (their transactions are
+   aborted now, not after ``transaction.timeout.ms``, which the fence of ``<prefix>-0`` also
+   checks against the brokers' maximum). A batch id the log shows committed is a replay: skipped.
+   When the partition count is known before the job (rows mode) and above any batch's, the batch
+   is first recorded ``prepared`` with no transactions, so a crash mid-job leaves that count.
 2. The Spark job runs. If it fails, :meth:`ExactlyOnceDriver.abort_batch` fences the batch's ids
-   (all of ``<prefix>-0`` .. ``<prefix>-<partitions - 1>``, or, when the count is unknown, the
-   upward probe), which aborts every transaction its tasks left open (their values never reach
-   the driver when the job fails), and records the batch ``aborted``, unless the log shows that
-   batch id committed: then the failed job was a replay, and the record stays ``committed``.
-3. :meth:`ExactlyOnceDriver.commit_batch`: records the batch ``prepared`` with every task's
-   transaction, commits them one by one, then records it ``committed``. Committing many
-   transactions is not atomic; the record is what makes a crash between two commits safe: the
-   next driver finishes the commits from it (a commit repeated on a committed transaction
-   succeeds). When that last record cannot be written (the error says the batch's records are
-   committed and only its record is missing), or any other step fails, the driver forgets what it
-   knew and recovers from the log again before its next batch, as a fresh driver would.
+   (``<prefix>-0`` .. ``<prefix>-<partitions - 1>``, or the upward probe when the count is
+   unknown), which aborts what its tasks left open, and records the batch ``aborted``, unless the
+   log shows it committed (a failed replay: it stays ``committed``).
+3. :meth:`ExactlyOnceDriver.commit_batch` records the batch ``prepared`` with every task's
+   transaction, commits them one by one, then records it ``committed``. The record makes a crash
+   between two commits safe: the next driver finishes the commits from it (committing twice
+   succeeds). After a failed step the driver recovers from the log again before its next batch.
 
-The Python Data Source runs the same steps where Spark calls it: recovery in ``writer()`` /
-``streamWriter()`` (:meth:`ExactlyOnceDriver.prepare_query`); in ``commit()``, once the tasks have
-written, the replay check and the commits (:meth:`ExactlyOnceDriver.commit_written`: a replayed
-batch's new transactions are aborted); in ``abort()``, :meth:`ExactlyOnceDriver.abort_batch`
-after reading the log (each step runs in a Python worker of its own, with a fresh driver).
+The Data Source runs the same steps, each with a fresh driver: recovery in ``writer()`` /
+``streamWriter()`` (:meth:`~ExactlyOnceDriver.prepare_query`), replay check and commits in
+``commit()`` (:meth:`~ExactlyOnceDriver.commit_written`), ``abort_batch`` in ``abort()``.
 
-**Fencing.** The log's ``max_partitions`` is the most partitions any recorded batch used, and
-every recovery fences ``<prefix>-0`` up to it. A run can crash in a batch that used more (arrow
-mode and the Data Source learn the count only after the job), so the driver then fences upward,
-as Flink's ``KafkaSink`` probes: :data:`FENCE_GAP` ids at a time, until a whole window of ids
-above the highest used one had nothing to abort (the gap tolerates tasks that did not start in
-partition order). An InitProducerId of an id the coordinator does not know gives it epoch 0
-(:attr:`FencedId.fresh`: never used, or expired); but the probe itself registers the ids it
-fences, so the epochs it left on the ids above ``max_partitions`` are recorded
-(``probe_epochs``): at the next probe such an id counts as unused when its epoch rose by at most
-one (our own fence), and as used when a task raised it too. So the probed range does not grow
-from one restart to the next. All of this goes through :class:`TransactionOps` (commit, fence)
-and the commit log (``ensure_topic``, ``latest``, ``append``, ``close``): tests drive the
-protocol over in-memory fakes of both.
+**Fencing.** Recovery fences ``<prefix>-0`` up to the log's ``max_partitions``, then, for a run
+that used more (arrow mode and the Data Source learn the count after the job), upward as Flink's
+``KafkaSink`` probes: :data:`FENCE_GAP` ids at a time until a whole window had nothing to abort.
+The epochs the probe leaves are recorded (``probe_epochs``), so the probed range does not grow
+from restart to restart. All I/O goes through :class:`TransactionOps` and the commit log.
 
-A transaction that cannot be committed (fenced, or aborted by the coordinator after
-``transaction.timeout.ms``: the driver took longer than that after the task's first record) lost
-its records. Nothing is lost for good: the batch is recorded ``aborted`` and fails, naming the
-transaction and why, and Spark runs it again when the query restarts. If that was the first
-commit, the batch's other transactions are aborted too, so the rerun writes every row once; if
-some were committed already, their rows are written again by the rerun (the error says so: the
-one case where a row can appear twice). A transaction whose id the coordinator forgot (the driver
-stayed down longer than ``transactional.id.expiration.ms`` between the record and the commits:
-INVALID_PRODUCER_ID_MAPPING) is lost the same way, except that whether the stopped driver had
-committed it is unknown: the error names the transactions whose rows appear twice if it had. So
-is a recovered transaction whose epoch was fenced (PRODUCER_FENCED: a lost attempt of a task
-initialized its id after the stopped driver's commit, or the coordinator aborted it): EndTxn
-answers the same whether or not that driver had committed it. A commit that cannot reach the
-cluster in time raises and leaves the batch recorded ``prepared``: the next recovery finishes it.
+A transaction that cannot be committed (fenced; aborted by the coordinator after
+``transaction.timeout.ms``; its id forgotten after ``transactional.id.expiration.ms``) lost its
+records: the batch is recorded ``aborted`` and fails, naming it and why, and the query's restart
+writes the batch again. If it was the first commit the batch's other transactions are aborted
+too, so every row is written once; else the error names the committed ones, whose rows appear
+twice (as for a recovered transaction whose outcome EndTxn cannot tell). A commit that cannot
+reach the cluster in time leaves the batch ``prepared``: the next recovery finishes it.
 """
 
 from __future__ import annotations

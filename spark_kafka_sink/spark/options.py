@@ -1,77 +1,39 @@
 """The sink's options: what ``KafkaSink(**options)`` (or ``.option(k, v)``) accepts, as a frozen value.
 
-The options mirror Spark's built-in Kafka sink (``KafkaSourceProvider``):
+The options mirror Spark's built-in Kafka sink (``KafkaSourceProvider``); the README's "Options"
+table gives each one's meaning and default. What :class:`SinkConfig` makes of them:
 
-==========================  ===================================================================
-``kafka.<property>``        Any producer property (``config.ProducerConfig``), prefix stripped:
-                            ``kafka.linger.ms=20`` -> ``linger.ms=20``. Unless ``kafka.batch.size``
-                            is given, the sink sets it for bulk writes (``producer/bulk.py``: up
-                            to 1 MiB, within ``max.request.size`` and ``buffer.memory``).
-``kafka.bootstrap.servers`` Required.
-``topic``                   The topic of every record. When set it overrides the ``topic`` column,
-                            which is then not read at all. Surrounding blanks are trimmed.
-``producer.cache.timeout``  Sink-only. How long an idle pooled producer lives in a Python worker
-                            before it is closed: a duration (``"10m"``, ``"30s"``, ``"1h"``,
-                            ``"500ms"``; no suffix means ms) or an int of ms. Default ``10m``, as
-                            Spark's ``spark.kafka.producer.cache.timeout``.
-``mode``                    Sink-only. How ``KafkaSink`` hands the rows to the producer: ``arrow``
-                            (the default: ``mapInArrow``, whole Arrow batches to ``send_arrow``,
-                            metrics in collected rows, so on Spark Connect too) or ``rows``
-                            (``foreachPartition``, one ``send`` per row, metrics in an
-                            accumulator). Case and surrounding blanks do not matter. The Data
-                            Source accepts it and writes rows either way.
-``delivery.guarantee``      Sink-only. ``at-least-once`` (the default) or ``exactly-once``: each
-                            task writes in a Kafka transaction that the driver commits once every
-                            task succeeded (see ``spark/exactly_once.py`` and the README).
-``transactional.id.prefix`` Required for ``exactly-once``, one per query: task ``p`` writes with
-                            transactional id ``<prefix>-<p>``. Up to 200 characters, no blanks or
-                            control characters.
-``commit.topic``            Exactly-once: the compacted topic where the driver records each
-                            micro-batch's transactions before committing them. Default
-                            ``spark-kafka-sink-commits.<prefix>``; the sink creates it.
-``errors.tolerance``        Sink-only, Kafka Connect's name. ``none`` (the default): the first
-                            record that cannot be written fails its task. ``all``: such records
-                            (see ``spark/dead_letters.py``) go to the dead-letter topic, or are
-                            skipped and counted without one; the others are written.
-``errors.deadletterqueue.topic.name``
-                            With ``errors.tolerance=all``: the topic bad records are written to.
-``errors.deadletterqueue.context.headers.enable``
-                            ``true`` (the default): dead-letter records carry headers saying what
-                            went wrong, where (``__spark_kafka_sink.errors.*``).
-``errors.deadletterqueue.topic.replication.factor``
-                            When set, the driver creates the dead-letter topic if it is missing
-                            (one partition, this replication factor). Unset, a missing one is
-                            created by the broker if it creates topics on demand
-                            (``auto.create.topics.enable``, with its defaults), as the tasks'
-                            producer would; otherwise it is an error (``spark/preflight.py``).
-``errors.log.enable``       ``true``: a WARN line per bad record (rate-limited; never its bytes).
-                            Default ``false``.
-``preflight``               ``true`` (the default): before any task runs, the driver checks that
-                            the cluster answers and authenticates, that the ``topic`` option's
-                            topic and the dead-letter topic exist, and that ``max.request.size``
-                            fits the topic's ``max.message.bytes``; the dead-letter topic's goes
-                            to the tasks, which size dead letters by it. ``false`` for clusters
-                            that forbid describing topics.
-==========================  ===================================================================
+- ``kafka.<property>``: a producer property (``config.ProducerConfig``), prefix stripped
+  (``kafka.linger.ms=20`` -> ``linger.ms=20``); ``kafka.bootstrap.servers`` is required. Unless
+  ``kafka.batch.size`` is given, the sink sets it for bulk writes (``producer/bulk.py``).
+- ``topic`` (blanks trimmed) overrides the ``topic`` column, which is then not read at all.
+- Sink-only: ``producer.cache.timeout``, a duration (``"10m"``, ``"30s"``, ``"1h"``, ``"500ms"``;
+  no suffix: ms) or an int of ms, default ``10m`` as Spark's ``spark.kafka.producer.cache.timeout``;
+  ``mode``, ``arrow`` (the default) or ``rows``, case and blanks aside (the Data Source writes
+  rows either way); ``delivery.guarantee`` (``spark/exactly_once.py``) with
+  ``transactional.id.prefix`` (up to 200 characters, no blanks or control characters) and
+  ``commit.topic`` (default ``spark-kafka-sink-commits.<prefix>``); ``preflight``
+  (``spark/preflight.py``).
+- Kafka Connect's per-record error policy (``spark/dead_letters.py``): ``errors.tolerance``,
+  ``errors.deadletterqueue.topic.name``, ``errors.deadletterqueue.context.headers.enable``,
+  ``errors.deadletterqueue.topic.replication.factor`` (when set, the driver creates a missing
+  dead-letter topic) and ``errors.log.enable``.
 
 Rules, following Spark where it has one:
 
-- Option names match without case, as Spark's (``CaseInsensitiveMap``): ``TOPIC`` is ``topic``, and
-  ``kafka.Linger.MS`` is ``linger.ms`` (Spark lowercases the producer property too). The same name
-  given twice in different cases is an error here (Spark keeps one of them arbitrarily).
-- ``kafka.key.serializer`` / ``kafka.value.serializer`` are refused, as in Spark: records are written
-  as bytes, so keys and values must already be string or binary columns; serialize in the DataFrame
-  (``to_json``, ``to_avro``, ``cast``). Other Java-only producer properties (``partitioner.class``,
-  ``interceptor.classes``, ...) are refused by name; Spark passes them to its Java producer.
+- Option names match without case, as Spark's (``CaseInsensitiveMap``: ``TOPIC`` is ``topic``,
+  ``kafka.Linger.MS`` is ``linger.ms``); the same name given twice in different cases is an error
+  here (Spark keeps one of them arbitrarily).
+- ``kafka.key.serializer`` / ``kafka.value.serializer`` are refused, as in Spark (records are
+  bytes: serialize in the DataFrame); so are other Java-only producer properties, by name
+  (``partitioner.class``, ``interceptor.classes``, ...), which Spark passes to its Java producer.
 - ``kafka.transactional.id`` is refused: the tasks writing in parallel would fence each other
-  (exactly-once gives each task its own id). With ``exactly-once``, ``kafka.transaction.timeout.ms``
-  defaults to :data:`EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS` (10 minutes).
-- An option that is neither ``kafka.*`` nor a sink option is an error with the nearest names (Spark
-  ignores it silently; here a typo such as ``topik`` must not be). Spark's Kafka *source* options
-  (``subscribe``, ``startingOffsets``, ``includeHeaders``, ``failOnDataLoss``, ...) get their own
-  message: a sink does not read them. ``checkpointLocation`` is accepted and ignored: Spark's
-  streaming writer adds it to a data source's options.
-- An option whose value is ``None`` counts as not given.
+  (exactly-once gives each task its own id, and ``kafka.transaction.timeout.ms`` defaults to
+  :data:`EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS` there).
+- An unknown option is an error naming the nearest names (Spark ignores it silently), with a
+  message of its own for Spark's Kafka *source* options (``subscribe``, ``startingOffsets``, ...).
+  ``checkpointLocation`` (Spark's streaming writer adds it) is accepted and ignored. An option
+  whose value is ``None`` counts as not given.
 
 Errors are :class:`~spark_kafka_sink.errors.ConfigError` naming the option; no error, repr or
 :meth:`SinkConfig.redacted` view shows a secret's value (``kafka.sasl.jaas.config``, passwords).

@@ -7,9 +7,8 @@ The steps follow Spark's ``KafkaWriteTask`` (docs/ARCHITECTURE.md, "A record's p
 2. Send every row with the task's :class:`~spark_kafka_sink.producer.tally.DeliveryTally`, which
    counts acknowledged and failed records once per completed batch (a callback per record runs
    Python on the sender thread and takes the GIL from the sending one: bench/README.md, "Figures
-   behind design choices"). Sending stops at the first error seen, whether
-
-   a batch failed or ``send`` raised.
+   behind design choices"). Sending stops at the first error seen, whether a batch failed or
+   ``send`` raised.
 3. Flush (the worker may be SIGKILLed once idle: nothing flushes later), then check again. The
    flush is bounded by ``kafka.delivery.timeout.ms`` plus a margin (:data:`FLUSH_MARGIN_S`): a
    stuck producer fails the task, naming the records still pending, instead of hanging it.

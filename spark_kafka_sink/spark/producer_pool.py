@@ -32,8 +32,7 @@ outside the pool's lock. So a slow close never blocks the tasks acquiring other 
 failing close is logged, not raised. Creating a producer happens under the lock. That guarantees
 one producer per config, and ``KafkaProducer()`` does no network I/O.
 
-This module imports no pyspark. Whatever comes from Spark (the attempt number, the process id) is
-passed in, so the pool can be tested without Spark.
+No pyspark here: what comes from Spark (the attempt number, the process id) is passed in.
 
 **No exit hook will flush for you.** Spark SIGKILLs idle Python workers, so ``atexit`` handlers and
 finalisers never run. Each task must flush its producer and check its callbacks before it returns,

@@ -10,36 +10,30 @@
 The options are those of :class:`~spark_kafka_sink.spark.options.SinkConfig` (Spark's Kafka sink
 options); they are checked when the sink is built. Option ``mode`` picks how rows reach the
 producer: ``arrow`` (the default) runs ``df.mapInArrow`` with an
-:class:`~spark_kafka_sink.spark.arrow_writer.ArrowWriter`, which hands Spark's Arrow batches whole
-to ``KafkaProducer.send_arrow`` and yields one stats row per task, collected on the driver;
-``rows`` runs ``df.foreachPartition`` with a
-:class:`~spark_kafka_sink.spark.partition_writer.PartitionWriter`, one ``send`` per row. The
-DataFrame's schema is checked on the driver (:func:`~spark_kafka_sink.spark.schema.validate_schema`)
-once per distinct schema, before any task runs, so a bad column fails the batch without sending
-anything.
+:class:`~spark_kafka_sink.spark.arrow_writer.ArrowWriter` (Spark's Arrow batches whole to
+``send_arrow``, one stats row per task, collected on the driver); ``rows`` runs
+``df.foreachPartition`` with a :class:`~spark_kafka_sink.spark.partition_writer.PartitionWriter`,
+one ``send`` per row. The schema is checked on the driver
+(:func:`~spark_kafka_sink.spark.schema.validate_schema`) once per distinct schema, before any
+task runs, so a bad column fails the batch without sending anything.
 
 Metrics (:mod:`~spark_kafka_sink.spark.metrics`): every successful task reports its figures, in
 its stats row (arrow mode) or to a Spark accumulator (rows mode). After each micro-batch (or
 ``write``) the driver logs one line and keeps the figures, by Java-style name, in
 ``sink.last_metrics`` and ``sink.metrics_history`` (the last :data:`HISTORY_SIZE`
-``(batch_id, metrics)`` entries; ``batch_id`` is ``None`` for ``write``). A write that fails publishes nothing. On Spark Connect (no ``sparkContext``, so no
-accumulators) arrow mode collects metrics as everywhere; rows mode writes but collects none:
-``last_metrics`` stays ``None``.
+``(batch_id, metrics)`` entries; ``batch_id`` is ``None`` for ``write``). A write that fails
+publishes nothing. On Spark Connect (no accumulators) rows mode writes but collects no metrics.
 
 Exactly-once (``delivery.guarantee=exactly-once``, :mod:`~spark_kafka_sink.spark.exactly_once`):
-before the job, the driver recovers (first batch of the process, and the first after a failed
-batch or one whose outcome it could not record), and skips a batch id its commit log shows
+before the job the driver recovers when it must and skips a batch id its commit log shows
 committed (a replay); each task writes in its own transaction and hands it back (arrow: in its
-stats row; rows: ``rdd.mapPartitions`` returns each task's stats); the driver then commits
-them all, or, when the job failed, aborts them all, once its cancelled tasks have stopped
-(:class:`JobWatch`). The commit log records the streaming query's
-id (:func:`streaming_query_id`; classic Spark only), so that a checkpoint reset is refused, not
-taken for a replay. ``spark.speculation=true`` is refused: a speculative twin of a task would
-fence the attempt Spark keeps. The metrics gain
-``transaction-commit-total``, ``transaction-abort-total``, ``transaction-commit-time-ms`` and
-``batch-replay-total`` (1 when the batch was a replay, skipped). Exactly-once arrow mode runs on
-Spark Connect too (one job per micro-batch: the partition count comes back in the stats rows);
-exactly-once rows mode needs classic Spark (it runs on ``df.rdd``).
+stats row; rows: ``rdd.mapPartitions`` returns each task's stats); the driver then commits them
+all or, when the job failed, aborts them all once its cancelled tasks have stopped
+(:class:`JobWatch`). The commit log records the streaming query's id
+(:func:`streaming_query_id`; classic Spark only), so a checkpoint reset is refused, not taken for
+a replay. ``spark.speculation=true`` is refused: a speculative twin would fence the attempt Spark
+keeps. Arrow mode runs on Spark Connect too; rows mode needs classic Spark (it runs on
+``df.rdd``). The README's "Metrics" lists the transaction figures this mode adds.
 
 A sink pickles as its options alone (no cache, no metrics, no Spark objects), so it can be shipped
 to executors or stored by Spark as a ``foreachBatch`` function.

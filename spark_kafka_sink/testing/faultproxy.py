@@ -32,20 +32,10 @@ selector thread (plus a socketpair to wake it). Faults act on demand:
 the broker's advertised listener from Metadata and connects there directly, bypassing the proxy
 after the first request. The broker must therefore advertise the proxy's address:
 ``KafkaCluster(proxied=True)`` (``spark_kafka_sink.testing``) does that for every node. For one
-embedded node by hand, choose the broker port first, start the proxy in front of it, then the
-broker::
-
-    from spark_kafka_sink.embedded import EmbeddedKafka
-    from spark_kafka_sink.embedded.ports import free_ports
-
-    broker_port = free_ports(1)[0]
-    with FaultProxy("127.0.0.1", broker_port) as proxy, \
-            EmbeddedKafka(1, ports=[broker_port],
-                          extra_properties=advertise_through(proxy)) as kafka:
-        producer = KafkaProducer({"bootstrap.servers": proxy.address, ...})
-
-The launcher's readiness probe talks to ``broker_port`` directly and only checks node ids, so it
-is not affected.
+embedded node by hand, choose the broker port first (``embedded.ports.free_ports``), start the
+proxy in front of it, then ``EmbeddedKafka(1, ports=[broker_port],
+extra_properties=advertise_through(proxy))``. The launcher's readiness probe talks to the
+broker's port directly and only checks node ids, so it is not affected.
 """
 
 from __future__ import annotations

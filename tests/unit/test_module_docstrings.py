@@ -1,5 +1,9 @@
 """A module's docstring says what the module is for and its contracts.
 
+At most :data:`MAX_LINES` lines: a screen's worth, enough for the purpose, the rules a caller
+relies on and the thread and time contracts (the longest module docstrings fit in it once the
+reasoning behind them moved to docs/ARCHITECTURE.md and the user-facing tables to the README).
+
 Benchmark figures do not belong there: they go stale unnoticed, and they live in
 bench/README.md ("Figures behind design choices"), with what was measured. The pattern below is
 conservative: it catches the shapes such figures take (rates, bandwidths, speed-ups, per-call
@@ -15,6 +19,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "spark_kafka_sink"
+
+MAX_LINES = 40
 
 FIGURE = re.compile(r"""
     \d[\d.,]*\s*[kKM]?\s*(?:records|rows|msgs|messages|batches|requests)/s\b  # a rate
@@ -60,3 +66,14 @@ def test_no_module_docstring_carries_a_benchmark_figure():
     offenders = [f"{name}: {line.strip()}"
                  for name, doc in _docstrings() for line in doc.splitlines() if FIGURE.search(line)]
     assert not offenders, "move these to bench/README.md:\n" + "\n".join(offenders)
+
+
+def test_the_package_docstrings_are_found():
+    assert len(_docstrings()) > 100, "the package's docstrings were not found"
+
+
+def test_no_module_docstring_runs_past_the_limit():
+    long = [f"{name}: {len(doc.splitlines())} lines"
+            for name, doc in _docstrings() if len(doc.splitlines()) > MAX_LINES]
+    assert not long, (f"module docstrings over {MAX_LINES} lines (keep purpose and contracts; the "
+                      "reasoning goes to docs/ARCHITECTURE.md):\n" + "\n".join(long))

@@ -5,91 +5,34 @@ The sender drives it: it sends the requests the manager asks for (:mod:`.request
 responses, and asks for decisions. Nothing here sends, sleeps or reads a clock. The per-partition
 numbers (sequences, acknowledgements, batches in flight) are kept by a
 :class:`~.partition_map.TxnPartitionMap` (Java's ``TxnPartitionMap``). The states and their
-transitions are one table, in :mod:`.states`.
+transitions are one table, in :mod:`.states`. docs/ARCHITECTURE.md ("Idempotence") gives the
+reasons behind the drain gate, the epoch bump and a replaced cluster.
 
 - **Sequences are assigned at drain** (:meth:`TransactionManager.assign_producer_state`), never at
-  append, so a batch that is never sent uses none. They wrap from int32 max to 0, as the broker
-  does (:func:`increment_sequence`). A retried batch keeps its sequence.
-- **Split batches** (MESSAGE_TOO_LARGE, Java's ``splitAndReenqueue``): the parts carry the
-  refused batch's producer id, epoch and sequence range, consecutively; the sender stops tracking
-  the refused batch and the accumulator tracks the parts in flight at once, so they are drained
-  like retries (one at a time, in order) and an epoch bump re-sequences them with the rest.
-- **Drain gate** (:meth:`TransactionManager.can_drain`, Java's ``shouldStopDrainBatchesForPartition``):
-  nothing is drained without a producer id; a new batch waits while the partition still has
-  batches in flight under an older id/epoch, or while its sequence state is unresolved; a retried
-  batch goes only when it is the first in flight (retries go one at a time, in order).
-- **Pipelining is earned per connection** (beyond Java). The broker checks sequences only when it
-  holds state for this producer on the partition; a broker without it accepts *any* sequence.
-  That happens more than one would think: right after topic creation, after a restart or a
-  leader change, and whenever the records' CreateTime is older than the broker's
-  ``producer.id.expiration.ms`` (a backfill of old events): such state is dropped at every log
-  load. So if an earlier batch fails transiently (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, a
-  disconnect) while a later one is in flight behind it, the later one can be written first, and
-  the earlier one then lands behind it: reordered, and no sequence check catches it. Seen
-  against Apache Kafka 4.1 after topic creation and after a whole-cluster restart, where batches
-  still in flight to the old leader were overtaken by new ones sent to the new leader. Hence, in
-  :meth:`~TransactionManager.can_drain` (``link`` is the connection the batch would go out on):
-
-  - a batch never goes while a batch of its partition awaits an answer on another connection;
-  - a new batch joins batches in flight only on the connection that acknowledged the
-    partition's last batch under the current producer id and epoch (so after topic creation, a
-    reconnect or a leader change the first batch goes alone, and once it is acknowledged the
-    broker holds state and checks the rest);
-  - a new batch never joins a retried batch in flight: after a refusal the partition's retries
-    settle, one at a time, before new batches follow them.
-
-  It costs one round trip per partition after each of those events and nothing in steady state.
-  What it cannot prevent: two batches already in flight on one connection when the broker
-  refuses the first and takes the second (a state change between two requests a few ms apart,
-  say the broker's periodic expiry of old-timestamped producer state on a live connection);
-  such an acknowledged gap is logged as a warning naming the partition.
-- **Epoch bump** (the idempotent producer's way out of OUT_OF_ORDER_SEQUENCE_NUMBER and
-  UNKNOWN_PRODUCER_ID, as Java 4.x): the sender's decision helpers (:meth:`can_retry`,
-  :meth:`handle_failed_batch`, :meth:`maybe_resolve_sequences`) *request* a bump for a partition;
-  the sender then calls :meth:`bump_epoch_and_reset_id_if_needed` at the top of its loop. The epoch
-  goes up by one locally (the broker accepts a higher epoch from the same producer id), and the
-  in-flight batches of the partitions that asked for it are re-sequenced from 0 under the new
-  epoch right away, in order; they carry that new state when they are drained again. Other
-  partitions keep their in-flight batches on the old epoch and restart at sequence 0 with the new
-  one once those have completed. At epoch 32767 the producer id is reset and InitProducerId
-  requested instead.
-- **Never retry forever**: every retry stays bounded by ``delivery.timeout.ms`` (the sender
-  expires batches), and beyond Java, an OUT_OF_ORDER_SEQUENCE_NUMBER on the *first* batch in
-  flight that is not the next expected sequence is a gap no earlier batch can fill, so it bumps
-  the epoch instead of waiting.
-
-- **The cluster was replaced** (:meth:`TransactionManager.cluster_changed`: a Metadata answer
-  named another cluster id behind the same addresses). The producer id, epoch and sequences were
-  given by the old cluster, and the new one may have given the same id to another producer: a
-  batch sent under them could be taken for that producer's duplicate and "acknowledged" at the
-  offset of the other producer's records, never written. So the idempotent producer forgets its
-  id (a new InitProducerId, before anything drains again) and every partition's sequences; the
-  batches waiting to be sent again (after a disconnect or an error; never answered by the new
-  cluster) stay tracked and are re-sequenced from 0 under the new id when it arrives, in order,
-  as Java re-sequences in-flight batches after an epoch bump: each is then written to the new
-  cluster once. Batches whose request was still out when the change was seen are failed by the
-  sender when answered (:class:`~spark_kafka_sink.errors.ClusterChangedError`: the outcome is
-  unknown, and sending them again could write them twice). Records the old cluster acknowledged
-  are in the old cluster; a WARNING names the partitions and both cluster ids. A transactional
-  producer cannot go on: fatal, with a ``ClusterChangedError`` naming both ids (its transaction,
-  epoch and coordinator were the old cluster's). Beyond Java, which only logs the new id.
+  append; they wrap from int32 max to 0, as the broker does. A retried batch keeps its sequence;
+  the parts of a split batch (MESSAGE_TOO_LARGE) carry the refused batch's range, consecutively.
+- **Drain gate** (:meth:`TransactionManager.can_drain`, Java's
+  ``shouldStopDrainBatchesForPartition``): nothing drains without a producer id; a new batch waits
+  while its partition has batches in flight under an older id/epoch or unresolved sequences; a
+  retried batch goes only when it is the first in flight. Beyond Java, pipelining is earned per
+  connection (``link``): a new batch joins batches in flight only on the connection that
+  acknowledged the partition's last batch, never beside a retry.
+- **Epoch bump** (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID): :meth:`can_retry`,
+  :meth:`handle_failed_batch` and :meth:`maybe_resolve_sequences` request it; the sender calls
+  :meth:`bump_epoch_and_reset_id_if_needed` at the top of its loop. Every retry stays bounded by
+  ``delivery.timeout.ms`` (the sender expires batches).
+- **A replaced cluster** (:meth:`TransactionManager.cluster_changed`): the idempotent producer
+  forgets its id and sequences and re-sequences the batches waiting to be sent again under the
+  new one; a transactional producer fails with ``ClusterChangedError`` (Java only logs it).
 
 - **Transactions** (a ``transactional.id``): the caller's thread starts each step
   (:meth:`~TransactionManager.initialize_transactions`, :meth:`~TransactionManager.begin_transaction`,
   :meth:`~TransactionManager.begin_commit`, :meth:`~TransactionManager.begin_abort`) and waits on
-  the :class:`~.states.TransactionalResult` it returns; the sender asks
-  :meth:`~TransactionManager.next_transactional_step` which request goes next: FindCoordinator
-  when the coordinator is unknown, InitProducerId (with the transactional id, and the current id
-  and epoch when it bumps the epoch), AddPartitionsToTxn for partitions about to get their first
-  batch, EndTxn once nothing is left in flight. A partition's batches drain only once it is in
-  the transaction: its first queued batch notes it for AddPartitionsToTxn
-  (:meth:`~TransactionManager.maybe_add_partition`), so one request enrols the partitions of all
-  nodes; under transaction version 2, KIP-890, Produce v12 enrols it and the drain gate lets it
-  through at once. Errors as Java sorts them:
-  fencing, authorization, an invalid producer epoch and an unknown error are fatal; a failed batch
-  makes the transaction abortable (``abort_transaction()`` then starts the next one); under
-  transaction version 1 an abort after a batch that may have left a sequence gap bumps the epoch
-  (InitProducerId) before the producer is READY again; version 2 bumps it at every EndTxn.
+  the :class:`~.states.TransactionalResult` it returns; the sender sends the request
+  :meth:`~TransactionManager.next_transactional_step` names. A partition's first queued batch
+  notes it for AddPartitionsToTxn (:meth:`~TransactionManager.maybe_add_partition`); under
+  transaction version 2 (KIP-890) Produce v12 enrols it. Fencing, authorization, an invalid
+  producer epoch and an unknown error are fatal; a failed batch makes the transaction abortable.
   No local epoch bump ever happens in a transaction: the coordinator owns the epoch.
 
 Thread safety: the sequence bookkeeping is the sender thread's (drain, responses, expiry all run

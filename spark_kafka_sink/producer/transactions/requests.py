@@ -7,10 +7,9 @@ A handler says what to send (:meth:`TxnRequestHandler.request_body`, built for t
 version), where (:meth:`TxnRequestHandler.target_node`: the least-loaded node, or the
 transaction coordinator), and turns the answer into one of three outcomes (:class:`Outcome`):
 done, retry after ``retry.backoff.ms``, or a fatal error it has already reported to the
-:class:`~.manager.TransactionManager`. Nothing here blocks: a node that is not ready
-yet is connected to and asked again on a later loop. A handler lives for one request: after a
-retry the sender asks again what to send (the idempotent producer's InitProducerId, or the
-transaction manager's :meth:`~.manager.TransactionManager.next_transactional_step`),
+:class:`~.manager.TransactionManager`. Nothing here blocks: a node that is not ready yet is
+connected to and asked again on a later loop. A handler lives for one request: after a retry the
+sender asks again what to send (:meth:`~.manager.TransactionManager.next_transactional_step`),
 so a coordinator that moved is looked up again before the retried request goes out.
 
 - :class:`InitProducerIdHandler`, idempotent producer: v3+, no transactional id, the current
