@@ -30,7 +30,8 @@ def metadata_response(topics: dict[str, int]):
 def test_the_network_client_gets_the_configs_settings_and_client_id():
     cfg = config(**{"request.timeout.ms": 7_000, "reconnect.backoff.ms": 77,
                     "connections.max.idle.ms": 1_234, "max.in.flight.requests.per.connection": 3})
-    stack = build_client(cfg, clock=FakeClock(), default_client_id="fallback", selector=FakeSelector())
+    stack = build_client(cfg, clock=FakeClock(), default_client_id="fallback",
+                         selector=FakeSelector())
     try:
         assert stack.settings == NetworkSettings.from_config(cfg, client_id="fallback")
         assert (stack.settings.request_timeout_ms, stack.settings.reconnect_backoff_ms,
@@ -87,8 +88,9 @@ def test_observers_hear_every_throttle_time():
     selector.add_broker("b1", 9092, FakeBroker(
         1, metadata=lambda request: {**metadata_body(BROKERS, {}), "throttle_time_ms": 25}))
     clock = FakeClock()
+    observers = ClientObservers(throttle=lambda api, ms, now: heard.append((api.name, ms)))
     stack = build_client(config(), clock=clock, default_client_id="c", selector=selector,
-                         observers=ClientObservers(throttle=lambda api, ms, now: heard.append((api.name, ms))))
+                         observers=observers)
     try:
         for _ in range(20):
             stack.client.poll(0, clock.monotonic_ms())
