@@ -284,8 +284,9 @@ MUTANTS: list[Mutant] = [
            "fenced.producer_epoch <= window[index] + 1", "fenced.producer_epoch <= window[index] + 2",
            EOS_TESTS),
     Mutant("eos-committed-batch-not-recognised", EO,
-           "return last is not None and last.batch_id == batch_id and last.state == COMMITTED",
-           "return False", EOS_TESTS),
+           """        return (last is not None and last.batch_id == batch_id
+                and last.state is BatchState.COMMITTED)""",
+           "        return False", EOS_TESTS),
     Mutant("eos-no-recovery-after-a-failed-record", EO,
            """            self._record_committed(record)
         except BaseException:
@@ -308,10 +309,11 @@ MUTANTS: list[Mutant] = [
            "other = False", EOS_TESTS),
     # --- a driver killed mid-batch, then restarted (the end-to-end crash points) ---------------
     Mutant("eos-recovery-leaves-a-prepared-batch", EO,
-           "if last is not None and last.state == PREPARED and last.transactions:", "if False:",
+           "if last is not None and last.state is BatchState.PREPARED and last.transactions:",
+           "if False:",
            CRASH_TESTS + EOS_TESTS),
     Mutant("eos-recovered-batch-not-recorded-committed", EO,
-           "self._last = replace(last, state=COMMITTED)", "self._last = last",
+           "self._last = replace(last, state=BatchState.COMMITTED)", "self._last = last",
            CRASH_TESTS + EOS_TESTS),
     Mutant("eos-recovery-commits-only-the-first-transaction", EO,
            "committed, lost = self._commit_all(last)",
