@@ -69,6 +69,7 @@ PKG = "spark_kafka_sink"
 TM = f"{PKG}/producer/transactions/manager.py"
 TR = f"{PKG}/producer/transactions/requests.py"
 RS = f"{PKG}/producer/transactions/resumable.py"
+CF = f"{PKG}/client/factory.py"
 PW = f"{PKG}/spark/partition_writer.py"
 TK = f"{PKG}/spark/task.py"
 AW = f"{PKG}/spark/arrow_writer.py"
@@ -89,6 +90,7 @@ TXN_TESTS = (f"{U}/producer/test_transactions.py", f"{U}/producer/test_txn_reque
              f"{U}/producer/test_transaction_manager.py",
              f"{U}/producer/test_producer_transactions.py")
 RESUMABLE_TESTS = (f"{U}/producer/test_resumable.py", f"{U}/producer/test_producer_transactions.py")
+FACTORY_TESTS = (f"{U}/client/test_factory.py", f"{U}/producer/test_resumable.py")
 WRITER_TESTS = (f"{U}/spark/test_partition_writer.py", f"{U}/spark/test_arrow_writer.py")
 DLQ_TESTS = (f"{U}/spark/test_dead_letters.py",)
 PREFLIGHT_TESTS = (f"{U}/spark/test_preflight.py",)
@@ -186,6 +188,13 @@ MUTANTS: list[Mutant] = [
     Mutant("resumable-timeout-in-seconds-as-ms", RS,
            "budget_ms = cfg.max_block_ms if timeout is None else int(timeout * 1000)",
            "budget_ms = cfg.max_block_ms if timeout is None else int(timeout)", RESUMABLE_TESTS),
+    # --- the client factory (KafkaProducer and the resumable path) -----------------------------
+    Mutant("factory-selector-never-closes-idle-connections", CF,
+           "connections_max_idle_ms=settings.connections_max_idle_ms,", "", FACTORY_TESTS),
+    Mutant("factory-metadata-idle-left-at-default", CF,
+           "metadata_max_idle_ms=config.metadata_max_idle_ms,", "", FACTORY_TESTS),
+    Mutant("factory-observers-not-wired", CF,
+           "throttle_observer=observers.throttle,", "throttle_observer=None,", FACTORY_TESTS),
     # --- the Spark writers ---------------------------------------------------------------------
     Mutant("writer-failed-task-leaves-transaction-open", TK,
            """    except BaseException:
@@ -275,8 +284,9 @@ MUTANTS: list[Mutant] = [
            "fenced.producer_epoch <= window[index] + 1", "fenced.producer_epoch <= window[index] + 2",
            EOS_TESTS),
     Mutant("eos-committed-batch-not-recognised", EO,
-           "return last is not None and last.batch_id == batch_id and last.state == COMMITTED",
-           "return False", EOS_TESTS),
+           """        return (last is not None and last.batch_id == batch_id
+                and last.state is BatchState.COMMITTED)""",
+           "        return False", EOS_TESTS),
     Mutant("eos-no-recovery-after-a-failed-record", EO,
            """            self._record_committed(record)
         except BaseException:
@@ -299,10 +309,11 @@ MUTANTS: list[Mutant] = [
            "other = False", EOS_TESTS),
     # --- a driver killed mid-batch, then restarted (the end-to-end crash points) ---------------
     Mutant("eos-recovery-leaves-a-prepared-batch", EO,
-           "if last is not None and last.state == PREPARED and last.transactions:", "if False:",
+           "if last is not None and last.state is BatchState.PREPARED and last.transactions:",
+           "if False:",
            CRASH_TESTS + EOS_TESTS),
     Mutant("eos-recovered-batch-not-recorded-committed", EO,
-           "self._last = replace(last, state=COMMITTED)", "self._last = last",
+           "self._last = replace(last, state=BatchState.COMMITTED)", "self._last = last",
            CRASH_TESTS + EOS_TESTS),
     Mutant("eos-recovery-commits-only-the-first-transaction", EO,
            "committed, lost = self._commit_all(last)",

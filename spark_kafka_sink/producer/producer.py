@@ -30,9 +30,8 @@ from typing import Any, Mapping
 
 from ..bytecodec import INT64_MAX
 from ..client.cluster_snapshot import ClusterSnapshot, PartitionInfo
-from ..client.metadata import Metadata
-from ..client.network_client import NetworkClient, NetworkSettings
-from ..client.selector import Selectable, Selector, transport_factory_for
+from ..client.factory import ClientObservers, build_client
+from ..client.selector import Selectable
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import ProducerConfig
 from ..errors import (
@@ -153,10 +152,6 @@ class KafkaProducer:
         self._max_block_ms = cfg.max_block_ms  # read per record: one attribute, not two
         self._ignore_keys = cfg.partitioner_ignore_keys
         self._routes: tuple[ClusterSnapshot | None, dict[str, _TopicRoute]] = (None, {})
-        self._metadata = Metadata(
-            [(hp.host, hp.port) for hp in cfg.bootstrap_servers],
-            metadata_max_age_ms=cfg.metadata_max_age_ms, metadata_max_idle_ms=cfg.metadata_max_idle_ms,
-            retry_backoff_ms=cfg.retry_backoff_ms, retry_backoff_max_ms=cfg.retry_backoff_max_ms)
         # batch.size=0 means no batching (Java): the pool, the partitioner and the Arrow encoder
         # work with max(1, batch.size), as Java's KafkaProducer; the accumulator closes every batch
         # after its first record
@@ -180,12 +175,10 @@ class KafkaProducer:
             buffer_pool=self._pool, clock=clock, transaction_manager=transaction_manager,
             partitioner=self._partitioner)
         self._metrics = ProducerMetrics(clock=clock, client_id=self.client_id)
-        self._client = NetworkClient(
-            selector=selector or Selector(clock=clock, connections_max_idle_ms=cfg.connections_max_idle_ms,
-                                          transport_factory=transport_factory_for(cfg)),
-            metadata=self._metadata, clock=clock,
-            settings=NetworkSettings.from_config(cfg, client_id=self.client_id),
-            throttle_observer=self._metrics.on_throttle, auth_observer=self._metrics.on_authentication)
+        stack = build_client(cfg, clock=clock, default_client_id=self.client_id, selector=selector,
+                             observers=ClientObservers(throttle=self._metrics.on_throttle,
+                                                       authentication=self._metrics.on_authentication))
+        self._metadata, self._client = stack.metadata, stack.client
         self._metrics.register_gauges(buffer_pool=self._pool, metadata=self._metadata, client=self._client)
         self._sender = Sender(client=self._client, metadata=self._metadata, accumulator=self._accumulator,
                               clock=clock, settings=SenderSettings.from_config(cfg),

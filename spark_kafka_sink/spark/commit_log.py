@@ -45,6 +45,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, replace
+from enum import Enum
 
 from ..admin import READ_COMMITTED, TopicDescription, create_topic, describe_topics, read_partition
 from ..errors import (
@@ -58,8 +59,33 @@ from .options import COMMIT_TOPIC, TXN_PREFIX, SinkConfig
 log = logging.getLogger(__name__)
 
 FORMAT = 1
-PREPARED, COMMITTED, ABORTED = "prepared", "committed", "aborted"
-STATES = (PREPARED, COMMITTED, ABORTED)
+
+
+class BatchState(str, Enum):
+    """A micro-batch's step in the commit log: what the driver decided for it. The values are
+    the ``state`` strings records carry (format 1)."""
+
+    PREPARED = "prepared"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls, value: object) -> BatchState:
+        """The state a record names; ``ValueError`` naming ``value`` when it is none of them
+        (a record this version cannot read)."""
+        try:
+            return cls(value)
+        except ValueError:
+            known = ", ".join(repr(state.value) for state in cls)
+            raise ValueError(f"unknown commit record state {value!r} (this version knows "
+                             f"{known})") from None
+
+
+PREPARED, COMMITTED, ABORTED = BatchState.PREPARED, BatchState.COMMITTED, BatchState.ABORTED
+STATES = tuple(BatchState)
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": "3600000"}
 """Compacted, with hourly segments: compaction never touches the active segment, so with the
 default week a restarted driver would read a week of records (two per micro-batch)."""
@@ -157,7 +183,7 @@ class BatchRecord:
 
     prefix: str
     batch_id: str
-    state: str
+    state: BatchState
     partitions: int
     transactions: tuple[ResumableTransaction, ...]
     max_partitions: int
@@ -166,16 +192,15 @@ class BatchRecord:
     query_id: str | None = None
 
     def __post_init__(self) -> None:
-        if self.state not in STATES:
-            raise ValueError(f"state must be one of {STATES}, got {self.state!r}")
+        object.__setattr__(self, "state", BatchState.parse(self.state))
 
-    def with_state(self, state: str) -> BatchRecord:
+    def with_state(self, state: BatchState) -> BatchRecord:
         return replace(self, state=state, written_ms=int(time.time() * 1000))
 
     def to_json(self) -> bytes:
         value = {
             "format": FORMAT, "prefix": self.prefix, "batch_id": self.batch_id,
-            "state": self.state, "partitions": self.partitions,
+            "state": self.state.value, "partitions": self.partitions,
             "max_partitions": self.max_partitions, "written_ms": self.written_ms,
             "probe_epochs": list(self.probe_epochs),
             "transactions": [t.as_dict() for t in self.transactions]}
@@ -207,7 +232,7 @@ def is_replay(last: BatchRecord | None, batch_id: str, query_id: str | None, top
     if last is None:
         return False
     other = query_id is not None and last.query_id is not None and last.query_id != query_id
-    if last.batch_id != batch_id or last.state != COMMITTED:
+    if last.batch_id != batch_id or last.state is not BatchState.COMMITTED:
         if other:
             log.warning("KafkaSink: the commit log %r of %s %r was last written by %s; this is "
                         "streaming query %s, micro-batch %s (a checkpoint reset, or another query "

@@ -56,7 +56,7 @@ from ..producer.transactions.resumable import (
     FencedId, ResumableTransaction, commit_resumable, fence_transactional_ids,
 )
 from .commit_log import (
-    ABORTED, COMMITTED, PREPARED, BatchRecord, CommitLog, OlderBatchError, check_order, is_replay,
+    BatchRecord, BatchState, CommitLog, OlderBatchError, check_order, is_replay,
 )
 from .options import SinkConfig
 
@@ -177,7 +177,7 @@ class ExactlyOnceDriver:
                          len(self._last.transactions), self._log.topic)
                 return BatchStart(batch_id, True, recovery.recovered, recovery.fenced)
             if partitions is not None and partitions > self._used:
-                self._append(self._record(batch_id, PREPARED, partitions, ()))
+                self._append(self._record(batch_id, BatchState.PREPARED, partitions, ()))
         except BaseException:
             self._forget()
             raise
@@ -227,7 +227,7 @@ class ExactlyOnceDriver:
         started = self._clock.monotonic_ns()
         count = self._count(transactions) if partitions is None else partitions
         try:
-            record = self._record(batch_id, PREPARED, count, transactions)
+            record = self._record(batch_id, BatchState.PREPARED, count, transactions)
             self._append(record)
             committed, lost = self._commit_all(record)
             if lost:
@@ -252,7 +252,7 @@ class ExactlyOnceDriver:
             older = self._older(batch_id)
             replay = self._is_committed(batch_id)
             first = (self._restated() if replay or older is not None else
-                     self._record(batch_id, ABORTED, partitions or 0, ()))
+                     self._record(batch_id, BatchState.ABORTED, partitions or 0, ()))
             fenced = self._owning(first, lambda: self._fence_batch(partitions))
             ms = self._ms_since(started)
             if older is not None:
@@ -328,7 +328,7 @@ class ExactlyOnceDriver:
         self._window = last.probe_epochs if last is not None else ()
         recovered = 0
         changed = False
-        if last is not None and last.state == PREPARED and last.transactions:
+        if last is not None and last.state is BatchState.PREPARED and last.transactions:
             log.warning("KafkaSink: micro-batch %s was recorded but its commits may not all have "
                         "run (the driver stopped); committing its %d transaction(s) now",
                         last.batch_id, len(last.transactions))
@@ -337,10 +337,10 @@ class ExactlyOnceDriver:
             if lost:
                 self._give_up(last, committed, lost, recovering=True)     # logged there
             else:
-                self._last = replace(last, state=COMMITTED)
+                self._last = replace(last, state=BatchState.COMMITTED)
                 self._persist()                  # before any fence: a fence raises the epochs,
                 changed = True                   # and a repeated commit would then be refused
-        elif last is not None and last.state == PREPARED:
+        elif last is not None and last.state is BatchState.PREPARED:
             log.warning("KafkaSink: micro-batch %s started with %d partition(s) and its driver "
                         "stopped before its tasks handed over their transactions: not committed; "
                         "their ids are fenced", last.batch_id, last.partitions)
@@ -406,7 +406,8 @@ class ExactlyOnceDriver:
 
     def _record_committed(self, record: BatchRecord) -> None:
         try:
-            self._append(replace(record, state=COMMITTED, written_ms=self._clock.now_ms()))
+            self._append(replace(record, state=BatchState.COMMITTED,
+                                 written_ms=self._clock.now_ms()))
         except Exception as error:  # noqa: BLE001 - said precisely, with the cause
             raise KafkaError(
                 f"KafkaSink: micro-batch {record.batch_id}: its {len(record.transactions)} "
@@ -450,8 +451,9 @@ class ExactlyOnceDriver:
                        "the batch again, and the rows of the committed ones appear twice")
         message = (f"KafkaSink: micro-batch {record.batch_id} could not be committed: the "
                    f"transaction of {first.transactional_id!r} was lost ({why}); {outcome}")
-        log.error("%s", message)                 # before the record: once it says aborted, no
-        self._last = replace(record, state=ABORTED)      # later driver can tell what was lost
+        # logged before the record: once it says aborted, no later driver can tell what was lost
+        log.error("%s", message)
+        self._last = replace(record, state=BatchState.ABORTED)
         try:
             self._persist()
         except Exception as failure:  # noqa: BLE001 - the loss must still be said
@@ -465,7 +467,8 @@ class ExactlyOnceDriver:
 
     def _is_committed(self, batch_id: str) -> bool:
         last = self._last
-        return last is not None and last.batch_id == batch_id and last.state == COMMITTED
+        return (last is not None and last.batch_id == batch_id
+                and last.state is BatchState.COMMITTED)
 
     def _grow(self, partitions: int) -> None:
         """Ids below ``partitions`` were used: they leave the probe's window."""
@@ -473,7 +476,7 @@ class ExactlyOnceDriver:
             self._window = self._window[partitions - self._used:]
             self._used = partitions
 
-    def _record(self, batch_id: str, state: str, partitions: int,
+    def _record(self, batch_id: str, state: BatchState, partitions: int,
                 transactions: tuple[ResumableTransaction, ...]) -> BatchRecord:
         self._grow(partitions)
         return BatchRecord(self._config.transactional_id_prefix, batch_id, state, partitions,
@@ -489,7 +492,7 @@ class ExactlyOnceDriver:
         """The last record with what fencing learnt (``""``, aborted, before any batch)."""
         last = self._last
         if last is None:
-            return self._record("", ABORTED, 0, ())
+            return self._record("", BatchState.ABORTED, 0, ())
         return replace(last, max_partitions=self._used, probe_epochs=self._window,
                        written_ms=self._clock.now_ms())
 

@@ -39,9 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from ...client.metadata import Metadata
-from ...client.network_client import NetworkClient, NetworkSettings
-from ...client.selector import Selectable, Selector, transport_factory_for
+from ...client.factory import NO_OBSERVERS, ClientObservers, build_client
+from ...client.selector import Selectable
 from ...clock import SYSTEM_CLOCK, Clock
 from ...config import ProducerConfig
 from ...errors import ConfigError, KafkaTimeoutError
@@ -51,6 +50,8 @@ from .requests import TxnRequestSender
 from .states import TransactionalResult
 
 _MAX_POLL_MS = 100
+RESUMER_CLIENT_ID = "transaction-resumer"
+"""The ``client.id`` of the resumable path's requests when the configuration sets none."""
 
 
 @dataclass(frozen=True)
@@ -96,19 +97,25 @@ class ResumableTransaction:
 
 def commit_resumable(transaction: ResumableTransaction, config: Mapping[str, Any] | ProducerConfig,
                      timeout: float | None = None, *, clock: Clock = SYSTEM_CLOCK,
-                     selector: Selectable | None = None) -> None:
+                     selector: Selectable | None = None,
+                     observers: ClientObservers = NO_OBSERVERS) -> None:
     """Commit ``transaction`` (see the module docstring for the outcomes). ``config``: producer
-    properties to reach the cluster (``bootstrap.servers``, security); a ``transactional.id``
-    in it must be the transaction's. ``timeout`` in seconds, default ``max.block.ms``."""
-    _complete(transaction, config, timeout, commit=True, clock=clock, selector=selector)
+    properties to reach the cluster (``bootstrap.servers``, security, the client's timeouts: its
+    client is built as a producer's, :func:`~spark_kafka_sink.client.factory.build_client`); a
+    ``transactional.id`` in it must be the transaction's. ``timeout`` in seconds, default
+    ``max.block.ms``. ``observers`` hear the client's throttle times and SASL logins."""
+    _complete(transaction, config, timeout, commit=True, clock=clock, selector=selector,
+              observers=observers)
 
 
 def abort_resumable(transaction: ResumableTransaction, config: Mapping[str, Any] | ProducerConfig,
                     timeout: float | None = None, *, clock: Clock = SYSTEM_CLOCK,
-                    selector: Selectable | None = None) -> None:
+                    selector: Selectable | None = None,
+                    observers: ClientObservers = NO_OBSERVERS) -> None:
     """Abort ``transaction``: its records become invisible to ``read_committed`` consumers and
     the partitions they hold back are released. Arguments as :func:`commit_resumable`."""
-    _complete(transaction, config, timeout, commit=False, clock=clock, selector=selector)
+    _complete(transaction, config, timeout, commit=False, clock=clock, selector=selector,
+              observers=observers)
 
 
 @dataclass(frozen=True)
@@ -131,8 +138,8 @@ class FencedId:
 
 def fence_transactional_ids(transactional_ids: Iterable[str],
                             config: Mapping[str, Any] | ProducerConfig, timeout: float | None = None,
-                            *, clock: Clock = SYSTEM_CLOCK,
-                            selector: Selectable | None = None) -> tuple[FencedId, ...]:
+                            *, clock: Clock = SYSTEM_CLOCK, selector: Selectable | None = None,
+                            observers: ClientObservers = NO_OBSERVERS) -> tuple[FencedId, ...]:
     """Fence every producer of each of ``transactional_ids`` and abort the transaction it left
     open, as ``init_transactions()`` does, with no producer thread: one InitProducerId per id,
     sent concurrently. Returns one :class:`FencedId` per distinct id, in order. ``config`` as for
@@ -146,14 +153,14 @@ def fence_transactional_ids(transactional_ids: Iterable[str],
     for transactional_id in ids:
         manager = TransactionManager(transactional_id, cfg.transaction_timeout_ms)
         steps.append((manager, manager.initialize_transactions()))
-    _run(steps, cfg, timeout, f"fencing {len(ids)} transactional id(s)", clock, selector)
+    _run(steps, cfg, timeout, f"fencing {len(ids)} transactional id(s)", clock, selector, observers)
     return tuple(FencedId(manager.transactional_id, manager.producer_id_and_epoch.producer_id,
                           manager.producer_id_and_epoch.epoch) for manager, _ in steps)
 
 
 def _complete(transaction: ResumableTransaction, config: Mapping[str, Any] | ProducerConfig,
               timeout: float | None, *, commit: bool, clock: Clock,
-              selector: Selectable | None) -> None:
+              selector: Selectable | None, observers: ClientObservers) -> None:
     if not isinstance(transaction, ResumableTransaction):
         raise TypeError(f"transaction must be a ResumableTransaction, got {type(transaction).__name__}")
     cfg = ProducerConfig.coerce(config)
@@ -165,26 +172,24 @@ def _complete(transaction: ResumableTransaction, config: Mapping[str, Any] | Pro
                                frozenset(transaction.partitions), transaction.transaction_version)
     result = manager.begin_commit() if commit else manager.begin_abort()
     what = f"the {'commit' if commit else 'abort'} of the {transaction}"
-    _run([(manager, result)], cfg, timeout, what, clock, selector)
+    _run([(manager, result)], cfg, timeout, what, clock, selector, observers)
 
 
 def _run(steps: list[tuple[TransactionManager, TransactionalResult]], cfg: ProducerConfig,
-         timeout: float | None, what: str, clock: Clock, selector: Selectable | None) -> None:
-    """Drive each manager's requests on one client until every result is done, then raise the
-    first error; ``KafkaTimeoutError`` naming ``what`` when ``timeout`` runs out first."""
-    metadata = Metadata([(hp.host, hp.port) for hp in cfg.bootstrap_servers],
-                        metadata_max_age_ms=cfg.metadata_max_age_ms,
-                        retry_backoff_ms=cfg.retry_backoff_ms,
-                        retry_backoff_max_ms=cfg.retry_backoff_max_ms)
-    client = NetworkClient(
-        selector=selector or Selector(clock=clock, transport_factory=transport_factory_for(cfg)),
-        metadata=metadata, clock=clock,
-        settings=NetworkSettings.from_config(cfg, client_id=cfg.client_id or "transaction-resumer"))
-    senders = [(TxnRequestSender(client=client, manager=manager, retry_backoff_ms=cfg.retry_backoff_ms),
-                result) for manager, result in steps]
+         timeout: float | None, what: str, clock: Clock, selector: Selectable | None,
+         observers: ClientObservers) -> None:
+    """Drive each manager's requests on one client, built as a producer's, until every result is
+    done, then raise the first error; ``KafkaTimeoutError`` naming ``what`` when ``timeout`` runs
+    out first."""
+    stack = build_client(cfg, clock=clock, default_client_id=RESUMER_CLIENT_ID, selector=selector,
+                         observers=observers)
+    client = stack.client
     budget_ms = cfg.max_block_ms if timeout is None else int(timeout * 1000)
     deadline_ms = clock.monotonic_ms() + budget_ms
     try:
+        senders = [(TxnRequestSender(client=client, manager=manager,
+                                     retry_backoff_ms=cfg.retry_backoff_ms), result)
+                   for manager, result in steps]
         while not all(result.is_done for _, result in senders):
             now_ms = clock.monotonic_ms()
             if now_ms >= deadline_ms:
@@ -196,5 +201,4 @@ def _run(steps: list[tuple[TransactionManager, TransactionalResult]], cfg: Produ
         for _, result in senders:
             result.wait(0)                       # raises the step's error, if any
     finally:
-        client.close()
-        metadata.close()
+        stack.close()

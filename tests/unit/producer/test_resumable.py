@@ -5,14 +5,22 @@ tests/integration/test_transactions.py and the exactly-once Spark tests."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from spark_kafka_sink.client import factory
+from spark_kafka_sink.client.factory import ClientObservers
 from spark_kafka_sink.errors import ConfigError, KafkaTimeoutError
+from spark_kafka_sink.producer import producer as producer_module
+from spark_kafka_sink.producer.producer import KafkaProducer
+from spark_kafka_sink.producer.transactions import resumable as resumable_module
 from spark_kafka_sink.producer.transactions.resumable import (
     ResumableTransaction, abort_resumable, commit_resumable,
 )
 from spark_kafka_sink.structs import TopicPartition
 
+from ..client.test_sasl_client import PASSWORD, SaslBroker
 from ..fakes import FakeClock
 from .sender_harness import END_TXN, FIND_COORDINATOR, Harness
 
@@ -58,6 +66,48 @@ def test_the_timeout_is_in_seconds_and_names_the_transaction():
                                                 r"complete within 500 ms"):
         commit_resumable(TRANSACTION, CONFIG, 0.5, clock=clock, selector=h.sel)
     assert 500 <= clock.monotonic_ms() - started < 1_000
+
+
+def test_the_resumable_path_builds_its_client_as_the_producer_does(monkeypatch):
+    built = []
+
+    def recording(config, **arguments):
+        stack = factory.build_client(config, **arguments)
+        built.append((config, arguments, stack))
+        return stack
+
+    monkeypatch.setattr(producer_module, "build_client", recording)
+    monkeypatch.setattr(resumable_module, "build_client", recording)
+    properties = {"bootstrap.servers": "127.0.0.1:1", "max.block.ms": 2_000,
+                  "connections.max.idle.ms": 1_234, "metadata.max.idle.ms": 5_678,
+                  "request.timeout.ms": 7_000, "reconnect.backoff.ms": 77}
+    KafkaProducer(properties).close(0)
+    with pytest.raises(KafkaTimeoutError):           # nothing listens there: the client was built
+        commit_resumable(TRANSACTION, properties, 0.2)
+    (producers, _, producer_stack), (resumers, arguments, resumer_stack) = built
+    assert resumers == producers                       # the idle timeouts among them
+    assert (replace(resumer_stack.settings, client_id="") ==
+            replace(producer_stack.settings, client_id=""))
+    assert resumer_stack.settings.connections_max_idle_ms == 1_234
+    assert resumer_stack.settings.client_id == "transaction-resumer"
+    assert arguments["observers"] == ClientObservers()   # none given: none wired
+
+
+def test_observers_given_to_the_resumable_path_hear_its_logins_and_throttle_times():
+    h = Harness()
+    sasl = SaslBroker()
+    for broker in h.brokers.values():
+        sasl.install(broker)
+    logins, throttles = [], []
+    observers = ClientObservers(throttle=lambda api, ms, now: throttles.append(api.name),
+                                authentication=lambda again, ok: logins.append((again, ok)))
+    secured = {**CONFIG, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+               "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
+                                   f'required username="alice" password="{PASSWORD}";'}
+    commit_resumable(TRANSACTION, secured, 5, clock=h.clock, selector=h.sel, observers=observers)
+    assert len(h.requests(END_TXN)) == 1
+    assert logins and set(logins) == {(False, True)}     # every connection logged in once
+    assert "EndTxn" in throttles and "FindCoordinator" in throttles
 
 
 def test_the_old_module_path_still_resolves_the_same_objects():

@@ -92,6 +92,16 @@ def test_a_tombstone_is_skipped_and_an_unreadable_record_of_the_prefix_is_an_err
         CommitLog(config("q")).latest()
 
 
+def test_a_record_of_the_prefix_with_an_unknown_state_is_an_error_naming_it(shared_topic):
+    write, _ = shared_topic
+    write("q", batch("q", "3", COMMITTED))
+    write("q", batch("q", "4", COMMITTED).replace(b'"committed"', b'"half-done"'))
+    with pytest.raises(KafkaError, match=r"commit log 'shared-commits', offset 1: unreadable "
+                                         r"record for prefix 'q': unknown commit record state "
+                                         r"'half-done'"):
+        CommitLog(config("q")).latest()
+
+
 class RefusingWriter:
     """The log's transactional writer whose commit fails with ``error``; whether it was closed."""
 

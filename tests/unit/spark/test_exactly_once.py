@@ -18,7 +18,7 @@ from spark_kafka_sink.errors import (
 )
 from spark_kafka_sink.producer.transactions.resumable import ResumableTransaction
 from spark_kafka_sink.spark.commit_log import (
-    ABORTED, COMMITTED, PREPARED, BatchRecord, CheckpointResetError, DriverFencedError,
+    ABORTED, COMMITTED, PREPARED, BatchRecord, BatchState, CheckpointResetError, DriverFencedError,
     OlderBatchError, is_replay, judge_topic, writer_id,
 )
 from spark_kafka_sink.spark.exactly_once import FENCE_GAP, ExactlyOnceDriver, FencedId
@@ -353,8 +353,28 @@ def test_the_commit_record_round_trips_as_json_and_refuses_an_unknown_format():
     assert BatchRecord.from_json(record.to_json()) == record
     with pytest.raises(ValueError, match="unknown commit record format 9"):
         BatchRecord.from_json(b'{"format": 9}')
-    with pytest.raises(ValueError, match="state must be one of"):
+    with pytest.raises(ValueError, match="unknown commit record state 'maybe'"):
         BatchRecord("q", "1", "maybe", 1, (), 1)
+
+
+def test_the_state_is_a_batch_state_written_and_read_as_the_same_strings():
+    written = (b'{"batch_id":"3","format":1,"max_partitions":2,"partitions":2,"prefix":"q",'
+               b'"probe_epochs":[],"state":"aborted","transactions":[],"written_ms":5}')
+    record = BatchRecord.from_json(written)
+    assert record.state is BatchState.ABORTED and record.to_json() == written   # format unchanged
+    assert [state.value for state in BatchState] == ["prepared", "committed", "aborted"]
+    assert BatchRecord("q", "3", "aborted", 2, (), 2, 5) == record             # a value is parsed
+    assert str(record) == "micro-batch 3 (aborted)"
+
+
+def test_a_record_with_an_unknown_state_is_refused_naming_it():
+    unknown = (b'{"batch_id":"3","format":1,"max_partitions":2,"partitions":2,"prefix":"q",'
+               b'"state":"rolled-back","transactions":[],"written_ms":5}')
+    with pytest.raises(ValueError, match=r"unknown commit record state 'rolled-back' \(this "
+                                         r"version knows 'prepared', 'committed', 'aborted'\)"):
+        BatchRecord.from_json(unknown)
+    with pytest.raises(ValueError, match="unknown commit record state None"):
+        BatchRecord.from_json(unknown.replace(b'"rolled-back"', b'null'))
 
 
 def test_after_a_failed_job_the_next_batch_recovers_again_fencing_every_id(ops):
