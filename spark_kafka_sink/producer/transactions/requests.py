@@ -13,9 +13,14 @@ retry the sender asks again what to send (the idempotent producer's InitProducer
 transaction manager's :meth:`~.manager.TransactionManager.next_transactional_step`),
 so a coordinator that moved is looked up again before the retried request goes out.
 
+Threads: the handlers and :class:`TxnRequestSender` run on the producer's I/O thread (for
+:mod:`.resumable`, on the caller's thread, with no producer). They call the manager, which takes
+its own lock, and InitProducerId's answer goes to the sequence bookkeeping
+(:mod:`.idempotence`); the manager never calls them.
+
 - :class:`InitProducerIdHandler`, idempotent producer: v3+, no transactional id, the current
-  id/epoch for a KIP-360 bump ((-1, -1) after a reset). No error: the id and epoch are set and
-  batches can drain. A retriable error or a dropped connection: ``init_failed``, sent again after
+  id/epoch for a KIP-360 bump ((-1, -1) after a reset). No error: the id and epoch are set
+  (:meth:`.idempotence.Idempotence.set_producer_id_and_epoch`) and batches can drain. A retriable error or a dropped connection: ``init_failed``, sent again after
   the backoff. Anything else, an unknown error code included: fatal, and the sender then fails
   every batch with that error.
 - Transactional requests (Java's handlers, Java's error handling): NOT_COORDINATOR,
@@ -57,6 +62,7 @@ from ...protocol.api_message import ApiMessage
 from ...protocol.apis import ADD_PARTITIONS_TO_TXN, END_TXN, FIND_COORDINATOR, INIT_PRODUCER_ID
 from ...structs import Node, TopicPartition
 from . import manager as steps
+from .idempotence import Idempotence
 from .manager import TransactionManager
 from .states import TransactionState
 
@@ -117,12 +123,15 @@ class TxnRequestHandler(abc.ABC):
 
 
 class InitProducerIdHandler(TxnRequestHandler):
-    """InitProducerId for the idempotent producer; see the module docstring."""
+    """InitProducerId for the idempotent producer; see the module docstring. Its answer goes to
+    the sequence bookkeeping (which has the manager take the id, then re-sequences); the rest
+    to the manager."""
 
     api = INIT_PRODUCER_ID
 
-    def __init__(self, manager: TransactionManager, *, transaction_timeout_ms: int):
-        super().__init__(manager)
+    def __init__(self, idempotence: Idempotence, *, transaction_timeout_ms: int):
+        super().__init__(idempotence.manager)
+        self.idempotence = idempotence
         self._transaction_timeout_ms = transaction_timeout_ms
 
     def request_body(self, version: int) -> dict[str, Any]:
@@ -143,7 +152,7 @@ class InitProducerIdHandler(TxnRequestHandler):
         error = errors.error_for(body.error_code, f"InitProducerId failed on node {node_id}; the "
                                  "idempotent producer cannot continue")
         if error is None:
-            self.manager.set_producer_id_and_epoch(body.producer_id, body.producer_epoch)
+            self.idempotence.set_producer_id_and_epoch(body.producer_id, body.producer_epoch)
             return Outcome.DONE
         if error.retriable:
             log.info("InitProducerId failed with %s; retrying", error.name)
