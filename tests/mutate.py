@@ -67,6 +67,7 @@ DEFAULT_LIMIT_S = 300.0
 
 PKG = "spark_kafka_sink"
 TM = f"{PKG}/producer/transactions/manager.py"
+ID = f"{PKG}/producer/transactions/idempotence.py"
 TR = f"{PKG}/producer/transactions/requests.py"
 RS = f"{PKG}/producer/transactions/resumable.py"
 CF = f"{PKG}/client/factory.py"
@@ -87,7 +88,7 @@ UR = f"{PKG}/client/urls.py"
 
 U = "tests/unit"
 TXN_TESTS = (f"{U}/producer/test_transactions.py", f"{U}/producer/test_txn_requests.py",
-             f"{U}/producer/test_transaction_manager.py",
+             f"{U}/producer/test_idempotence.py",
              f"{U}/producer/test_producer_transactions.py")
 RESUMABLE_TESTS = (f"{U}/producer/test_resumable.py", f"{U}/producer/test_producer_transactions.py")
 FACTORY_TESTS = (f"{U}/client/test_factory.py", f"{U}/producer/test_resumable.py")
@@ -98,7 +99,7 @@ EOS_TESTS = (f"{U}/spark/test_exactly_once.py", f"{U}/spark/test_commit_log.py")
 CRASH_TESTS = (f"{U}/spark/test_driver_crash.py",)
 OAUTH_TESTS = (f"{U}/client/test_oauth.py",)
 CLUSTER_TESTS = (f"{U}/client/test_metadata.py", f"{U}/producer/test_sender.py",
-                 f"{U}/producer/test_transaction_manager.py")
+                 f"{U}/producer/test_idempotence.py")
 BATCH_TESTS = (f"{U}/producer/test_producer_batch.py", f"{U}/producer/test_sender.py",
                f"{U}/spark/test_dead_letters.py")
 
@@ -117,17 +118,17 @@ class Mutant:
 
 MUTANTS: list[Mutant] = [
     # --- the transaction manager ---------------------------------------------------------------
-    Mutant("txn-produce-invalid-epoch-not-fatal", TM,
-           "code == ErrorCode.INVALID_PRODUCER_EPOCH and self.transactional_id is not None)",
+    Mutant("txn-produce-invalid-epoch-not-fatal", ID,
+           "code == ErrorCode.INVALID_PRODUCER_EPOCH and self._transactional)",
            "False)", TXN_TESTS),
-    Mutant("txn-invalid-epoch-not-fenced", TM,
+    Mutant("txn-invalid-epoch-not-fenced", ID,
            "_FENCED_CODES = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH})",
            "_FENCED_CODES = frozenset({ErrorCode.PRODUCER_FENCED})", TXN_TESTS),
-    Mutant("txn-refused-record-never-abortable", TM,
-           "if self.transactional_id is not None and not batch.refusal_kept(exception):",
+    Mutant("txn-refused-record-never-abortable", ID,
+           "if self._transactional and not batch.refusal_kept(exception):",
            "if False:", TXN_TESTS),
-    Mutant("txn-gap-needs-no-epoch-bump", TM,
-           "self._txn_epoch_bump_required = True   # it may have left a sequence gap",
+    Mutant("txn-gap-needs-no-epoch-bump", ID,
+           "manager.require_epoch_bump()   # it may have left a sequence gap",
            "pass", TXN_TESTS),
     Mutant("txn-end-before-batches-complete", TM,
            "and not has_incomplete_batches and not self._new_partitions",
@@ -140,12 +141,11 @@ MUTANTS: list[Mutant] = [
            """            pass""", TXN_TESTS),
     Mutant("txn-v2-enrols-with-add-partitions", TM,
            "if self._transaction_version >= 2:   # Produce v12 enrols it", "if False:", TXN_TESTS),
-    Mutant("txn-drains-before-enrolled", TM,
-           """        if self.transactional_id is not None and tp not in self._in_transaction \\
-                and not self._enrol(tp):
+    Mutant("txn-drains-before-enrolled", ID,
+           """        if self._transactional and not manager.may_drain(tp):
             return False""",
-           """        if self.transactional_id is not None and tp not in self._in_transaction:
-            self._enrol(tp)""", TXN_TESTS),
+           """        if self._transactional:
+            manager.may_drain(tp)""", TXN_TESTS),
     Mutant("txn-v2-end-epoch-ignored", TM,
            "if producer_id >= 0 and epoch >= 0:", "if False:", TXN_TESTS),
     Mutant("txn-hands-out-before-enrolled", TM,
@@ -339,19 +339,20 @@ MUTANTS: list[Mutant] = [
             return None""",
            """        return None""", CLUSTER_TESTS),
     Mutant("sender-cluster-change-ignored", SE,
-           "self._txn.cluster_changed(change.previous, change.current)", "pass", CLUSTER_TESTS),
-    Mutant("txn-cluster-change-transactional-goes-on", TM,
-           """        if self.transactional_id is not None:
-            self.fatal_error(ClusterChangedError(""",
+           "self._idempotence.cluster_changed(change.previous, change.current)", "pass",
+           CLUSTER_TESTS),
+    Mutant("txn-cluster-change-transactional-goes-on", ID,
+           """        if self._transactional:
+            manager.fatal_error(ClusterChangedError(""",
            """        if False:
-            self.fatal_error(ClusterChangedError(""", CLUSTER_TESTS),
+            manager.fatal_error(ClusterChangedError(""", CLUSTER_TESTS),
     Mutant("txn-cluster-change-keeps-producer-id", TM,
-           """        if self._state is TransactionState.READY:
-            self.reset_producer_id()
-        elif""",
-           """        if False:
-            self.reset_producer_id()
-        elif""", CLUSTER_TESTS),
+           """            if self._state is TransactionState.READY:
+                self._reset_producer_id()
+            elif""",
+           """            if False:
+                self._reset_producer_id()
+            elif""", CLUSTER_TESTS),
     Mutant("batch-refused-whole-counts-as-alone", PB,
            "return self.record_count == 1 and is_record_error(error)",
            "return is_record_error(error)", BATCH_TESTS),

@@ -63,6 +63,7 @@ from .buffer_pool import BufferPool, MemoryLease
 from .compression_ratio import CompressionRatioEstimator
 from .future import RecordFuture, SendCallback
 from .producer_batch import ProducerBatch
+from .transactions.idempotence import Idempotence
 from .transactions.manager import TransactionManager
 
 if TYPE_CHECKING:
@@ -180,9 +181,13 @@ class RecordAccumulator:
                  compression_level: int | None = None, linger_ms: int, retry_backoff_ms: int,
                  retry_backoff_max_ms: int, delivery_timeout_ms: int, buffer_pool: BufferPool,
                  clock: Clock = SYSTEM_CLOCK, transaction_manager: TransactionManager | None = None,
+                 idempotence: Idempotence | None = None,
                  partitioner: Optional[StickyPartitioner] = None, rng: random.Random | None = None):
         """``partitioner``: the sticky partitioner for records without a partition
-        (:meth:`append_sticky`); ``ready`` then feeds it queue sizes. ``rng``: retry jitter."""
+        (:meth:`append_sticky`); ``ready`` then feeds it queue sizes. ``rng``: retry jitter.
+        ``transaction_manager``: a transactional producer's, told of each partition a new batch
+        needs in the transaction (on the appending thread). ``idempotence``: the sequence
+        bookkeeping that gates and stamps the drain (on the sender thread)."""
         # batch.size=0 disables batching (Java): leases sized for the first record, and a batch
         # takes no second one
         self.batch_size = max(1, batch_size)
@@ -203,6 +208,7 @@ class RecordAccumulator:
         self._pool = buffer_pool
         self._clock = clock
         self._txn = transaction_manager
+        self._idempotence = idempotence
         self._partitioner = partitioner
         self._topics: dict[str, dict[int, _PartitionQueue]] = {}  # copy-on-write
         self._topics_lock = threading.Lock()
@@ -559,11 +565,11 @@ class RecordAccumulator:
                 if drained and size + self._expected_size(first) > max_size:
                     next_start = index  # this partition goes first next time
                     break
-                if self._txn is not None:
-                    if not self._txn.can_drain(first, link):
+                if self._idempotence is not None:
+                    if not self._idempotence.can_drain(first, link):
                         continue
                     batch = queue.batches.popleft()
-                    self._txn.assign_producer_state(batch)
+                    self._idempotence.assign_producer_state(batch)
                 else:
                     batch = queue.batches.popleft()
             built_now = not batch.is_closed
@@ -626,7 +632,7 @@ class RecordAccumulator:
         batch.reenqueued(now_ms, self.retry_backoff.backoff(batch.attempts) if backoff else 0)
         queue = self._queue_for(batch.topic_partition)
         with queue.lock:
-            if self._txn is not None:
+            if self._idempotence is not None:
                 self._insert_in_sequence_order(queue.batches, batch)
             else:
                 self._insert_in_creation_order(queue.batches, batch)
@@ -651,9 +657,9 @@ class RecordAccumulator:
                           compression_level=self._compression_level, alone=alone)
         self._share_lease(big, parts)
         self._incomplete.add_all(parts)
-        if self._txn is not None:
+        if self._idempotence is not None:
             for part in parts:
-                self._txn.add_in_flight(part)
+                self._idempotence.add_in_flight(part)
         if refused:
             firsts = _first_indexes(parts)
             queued = [part for part, first in zip(parts, firsts) if first not in refused]
@@ -662,7 +668,7 @@ class RecordAccumulator:
         queue = self._queue_for(big.topic_partition)
         with queue.lock:
             for part in reversed(queued):
-                if self._txn is not None:
+                if self._idempotence is not None:
                     self._insert_in_sequence_order(queue.batches, part)
                 else:
                     self._insert_in_creation_order(queue.batches, part)
@@ -702,7 +708,7 @@ class RecordAccumulator:
         if not batch.has_sequence:
             raise RuntimeError("Trying to re-enqueue a batch which doesn't have a sequence even "
                                "though idempotency is enabled.")
-        if not self._txn.has_in_flight(batch.topic_partition):
+        if not self._idempotence.has_in_flight(batch.topic_partition):
             raise RuntimeError("We are re-enqueueing a batch which is not tracked as part of the in "
                                f"flight requests. batch.topic_partition: {batch.topic_partition}; "
                                f"batch.base_sequence: {batch.base_sequence}")

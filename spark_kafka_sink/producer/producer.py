@@ -53,6 +53,7 @@ from .partitioner import StickyPartitioner, TopicPartitions, check_partition, pa
 from .transactions.resumable import ResumableTransaction
 from .sender import Sender, SenderSettings
 from .topics import check_topic
+from .transactions.idempotence import Idempotence
 from .transactions.manager import TransactionManager
 
 log = logging.getLogger(__name__)
@@ -159,9 +160,14 @@ class KafkaProducer:
         # send_arrow builds batches as large as useful unless batch.size was set (bulk.py)
         self._bulk_batch_size = bulk_batch_size(cfg)
         self._pool = BufferPool(cfg.buffer_memory, batch_size, clock=clock)
+        # idempotence: the producer id and the transaction lifecycle (the manager, behind its
+        # lock), and the sequences (the sender thread's); see docs/ARCHITECTURE.md, "Threads and
+        # locks"
         transaction_manager = TransactionManager(
             cfg.transactional_id, cfg.transaction_timeout_ms) if cfg.enable_idempotence else None
-        # the manager when transactional: send() checks, per record, that a transaction is open
+        idempotence = None if transaction_manager is None else Idempotence(transaction_manager)
+        # the manager when transactional: send() checks, per record, that a transaction is open,
+        # and the accumulator notes each partition a transaction needs
         self._transactional = transaction_manager if cfg.transactional_id is not None else None
         self._partitioner = StickyPartitioner(
             batch_size, adaptive=cfg.partitioner_adaptive_partitioning_enable,
@@ -172,8 +178,8 @@ class KafkaProducer:
             compression_level=getattr(cfg, level_attribute) if level_attribute else None,
             linger_ms=cfg.linger_ms, retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms, delivery_timeout_ms=cfg.delivery_timeout_ms,
-            buffer_pool=self._pool, clock=clock, transaction_manager=transaction_manager,
-            partitioner=self._partitioner)
+            buffer_pool=self._pool, clock=clock, transaction_manager=self._transactional,
+            idempotence=idempotence, partitioner=self._partitioner)
         self._metrics = ProducerMetrics(clock=clock, client_id=self.client_id)
         stack = build_client(cfg, clock=clock, default_client_id=self.client_id, selector=selector,
                              observers=ClientObservers(throttle=self._metrics.on_throttle,
@@ -182,7 +188,7 @@ class KafkaProducer:
         self._metrics.register_gauges(buffer_pool=self._pool, metadata=self._metadata, client=self._client)
         self._sender = Sender(client=self._client, metadata=self._metadata, accumulator=self._accumulator,
                               clock=clock, settings=SenderSettings.from_config(cfg),
-                              transaction_manager=transaction_manager, metrics=self._metrics)
+                              idempotence=idempotence, metrics=self._metrics)
         self._thread = threading.Thread(target=self._sender.run, daemon=True,
                                         name=f"kafka-producer-network-thread | {self.client_id}")
         self._thread.start()

@@ -21,9 +21,9 @@ flight: muted once the request is handed to the client, unmuted when its respons
 timeout is handled, whatever that handling raises. Expiry never stops later records.
 
 A replaced cluster (``Metadata.cluster_change``) is seen at the top of each step and before each
-Produce answer is handled, before anything else drains: the transaction manager resets the
-idempotent producer's id and sequences (or fails a transactional producer), and an idempotent
-producer's answer to a request sent in an older cluster generation is not trusted: its batches
+Produce answer is handled, before anything else drains: the sequence bookkeeping
+(:mod:`.transactions.idempotence`) resets the idempotent producer's id and sequences (or fails a
+transactional producer), and an idempotent producer's answer to a request sent in an older cluster generation is not trusted: its batches
 fail with ``ClusterChangedError`` (outcome unknown) and its leader hints are not applied.
 
 Close: :meth:`initiate_close` lets :meth:`run` finish what is queued and in flight, then close the
@@ -60,7 +60,7 @@ from .metrics import GuardedMetrics, SenderMetrics
 from .produce_handler import (PartitionResult, batch_error, leader_hints, partition_results,
                                produce_request_body)
 from .producer_batch import ProducerBatch
-from .transactions.manager import TransactionManager
+from .transactions.idempotence import Idempotence
 from .transactions.requests import InitProducerIdHandler, TxnRequestSender
 
 log = logging.getLogger(__name__)
@@ -105,19 +105,22 @@ class Sender:
     """The I/O loop of one producer; see the module docstring."""
 
     def __init__(self, *, client: NetworkClient, metadata: Metadata, accumulator: RecordAccumulator,
-                 clock: Clock, settings: SenderSettings, transaction_manager: TransactionManager | None = None,
+                 clock: Clock, settings: SenderSettings, idempotence: Idempotence | None = None,
                  metrics: SenderMetrics | None = None):
+        """``idempotence``: the sequence bookkeeping of an idempotent (or transactional)
+        producer; its ``manager`` is the producer's ``TransactionManager``."""
         self._client = client
         self._metadata = metadata
         self._accumulator = accumulator
         self._clock = clock
         self._settings = settings
-        self._txn = transaction_manager
+        self._idempotence = idempotence
+        self._txn = None if idempotence is None else idempotence.manager
         self._metrics = GuardedMetrics(metrics)
         self._guarantee_order = settings.max_in_flight_requests_per_connection == 1
         self._in_flight: dict[TopicPartition, list[ProducerBatch]] = {}
-        self._txn_requests = None if transaction_manager is None else TxnRequestSender(
-            client=client, manager=transaction_manager, retry_backoff_ms=settings.retry_backoff_ms)
+        self._txn_requests = None if self._txn is None else TxnRequestSender(
+            client=client, manager=self._txn, retry_backoff_ms=settings.retry_backoff_ms)
         self._cluster_generation = metadata.cluster_generation   # the one acted on
         self._running = True
         self._forced = False
@@ -237,8 +240,8 @@ class Sender:
         if change is None or change.generation == self._cluster_generation:
             return
         self._cluster_generation = change.generation
-        if self._txn is not None:
-            self._txn.cluster_changed(change.previous, change.current)
+        if self._idempotence is not None:
+            self._idempotence.cluster_changed(change.previous, change.current)
 
     def _abort_batches(self, exc: BaseException) -> None:
         """The producer failed fatally: fail every incomplete batch, queued or in flight (Java's
@@ -254,17 +257,17 @@ class Sender:
         self._in_flight.clear()
 
     def _maybe_send_txn_request(self, now_ms: int) -> int:
-        """Housekeeping of the transaction manager, then its pending request (InitProducerId when
-        a producer id is needed; for a transactional producer, the manager's next step, EndTxn
-        only once no batch is incomplete): Java's ``maybeSendAndPollTransactionalRequest``."""
-        manager = self._txn
-        if manager is None:
+        """Sequence housekeeping, then the pending request (InitProducerId when a producer id is
+        needed; for a transactional producer, the manager's next step, EndTxn only once no batch
+        is incomplete): Java's ``maybeSendAndPollTransactionalRequest``."""
+        idempotence = self._idempotence
+        if idempotence is None:
             return NO_DELAY_LIMIT_MS
-        manager.maybe_resolve_sequences()
+        idempotence.maybe_resolve_sequences()
         requests = self._txn_requests
-        if manager.bump_epoch_and_reset_id_if_needed() and not requests.has_pending:
+        if idempotence.bump_epoch_and_reset_id_if_needed() and not requests.has_pending:
             requests.enqueue(InitProducerIdHandler(
-                manager, transaction_timeout_ms=self._settings.transaction_timeout_ms))
+                idempotence, transaction_timeout_ms=self._settings.transaction_timeout_ms))
         return requests.maybe_send(now_ms, self._accumulator.has_incomplete())
 
     def send_producer_data(self, now_ms: int) -> int:
@@ -318,12 +321,12 @@ class Sender:
             # a queued batch with a sequence that never went out (a split part) leaves a gap
             unsent = id(batch) not in sent and batch.has_sequence and not batch.in_retry
             self._fail_batch(batch, batch.timeout_error(now_ms), adjust_sequence_numbers=unsent)
-        if self._txn is None:
+        if self._idempotence is None:
             return
         for batch in in_flight + queued:
             if batch.has_sequence and (batch.in_retry or id(batch) in sent):
                 # it may have been written: hold new batches back until this resolves
-                self._txn.mark_sequence_unresolved(batch)
+                self._idempotence.mark_sequence_unresolved(batch)
 
     def _expired_in_flight(self, now_ms: int) -> list[ProducerBatch]:
         expired: list[ProducerBatch] = []
@@ -429,8 +432,8 @@ class Sender:
                 self._complete_batch(batch, results[tp], now_ms, leader_moved=tp in moved)
             except Exception as exc:             # a bug here must not strand the other batches
                 log.exception("error while completing the batch for %s", tp)
-                if self._txn is not None:
-                    self._txn.remove_in_flight(batch)   # nor hold its partition back
+                if self._idempotence is not None:
+                    self._idempotence.remove_in_flight(batch)   # nor hold its partition back
                 if batch.fail(exc):
                     self._remove_and_deallocate(batch)
             finally:
@@ -492,8 +495,8 @@ class Sender:
         log.warning("the broker refused the batch of %d records (%d bytes) for %s as too large: "
                     "splitting it and sending the parts", batch.record_count,
                     batch.size_in_bytes, batch.topic_partition)
-        if self._txn is not None:
-            self._txn.remove_in_flight(batch)
+        if self._idempotence is not None:
+            self._idempotence.remove_in_flight(batch)
         parts = self._accumulator.split_and_reenqueue(batch, now_ms)
         self._remove_and_deallocate(batch)
         log.debug("split the batch for %s into %d", batch.topic_partition, len(parts))
@@ -507,7 +510,7 @@ class Sender:
         - with Produce v8+ ``record_errors`` naming the bad records: split them out, fail each
           with the broker's reason, and send the others again, in order, as the split for
           MESSAGE_TOO_LARGE does. The failed records' sequences are given to the records after
-          them (``TransactionManager.handle_failed_batch``), so neither the idempotent producer
+          them (``Idempotence.handle_failed_batch``), so neither the idempotent producer
           nor a transaction has to start over;
         - without (an older broker, or a verdict on the whole batch): send every record again in
           a batch of its own, so that the broker judges each alone;
@@ -519,8 +522,8 @@ class Sender:
             log.warning("the broker refused %d of the %d records of a batch for %s (INVALID_TIMESTAMP, "
                         "maybe not for all): sending those alone, the others again", len(refused),
                         batch.record_count, batch.topic_partition)
-            if self._txn is not None:
-                self._txn.remove_in_flight(batch)
+            if self._idempotence is not None:
+                self._idempotence.remove_in_flight(batch)
             self._accumulator.split_and_reenqueue(batch, now_ms, alone=refused)
             self._remove_and_deallocate(batch)
             return
@@ -534,8 +537,8 @@ class Sender:
             log.warning("the broker refused a batch of %d records for %s without naming the records "
                         "(%s); sending each record again alone", batch.record_count,
                         batch.topic_partition, what)
-        if self._txn is not None:
-            self._txn.remove_in_flight(batch)
+        if self._idempotence is not None:
+            self._idempotence.remove_in_flight(batch)
         alone = refused or frozenset(range(batch.record_count))
         parts = self._accumulator.split_and_reenqueue(batch, now_ms, refused, alone=alone)
         self._remove_and_deallocate(batch)
@@ -553,14 +556,14 @@ class Sender:
         if (batch.has_reached_delivery_timeout(self._settings.delivery_timeout_ms, now_ms)
                 or batch.attempts >= self._settings.retries or batch.is_done):
             return False
-        if self._txn is None:
+        if self._idempotence is None:
             return result.retriable
-        decision = self._txn.can_retry(batch, result.error_code, result.log_start_offset)
+        decision = self._idempotence.can_retry(batch, result.error_code, result.log_start_offset)
         return decision.retry
 
     def _succeed_batch(self, batch: ProducerBatch, result: PartitionResult) -> None:
-        if self._txn is not None:
-            self._txn.handle_completed_batch(batch, result.base_offset)
+        if self._idempotence is not None:
+            self._idempotence.handle_completed_batch(batch, result.base_offset)
         if batch.complete(result.base_offset, result.log_append_time_ms):
             self._remove_and_deallocate(batch)
 
@@ -568,8 +571,8 @@ class Sender:
                     adjust_sequence_numbers: bool) -> None:
         if not batch.is_done:
             self._metrics.on_error(batch.topic_partition.topic, batch.record_count)
-        if self._txn is not None:
-            self._txn.handle_failed_batch(batch, exc, adjust_sequence_numbers)
+        if self._idempotence is not None:
+            self._idempotence.handle_failed_batch(batch, exc, adjust_sequence_numbers)
         if batch.fail(exc):
             self._remove_and_deallocate(batch)
 

@@ -8,8 +8,12 @@ Its modules, from the bottom up:
   in one table) and ``TransactionalResult``, what a caller waits on;
 - :mod:`.partition_map`: the per-partition bookkeeping (``TxnPartitionMap``: sequences, batches
   in flight, the last acknowledged offset) and ``ProducerIdAndEpoch``;
-- :mod:`.manager`: ``TransactionManager``, which decides (retry, bump the epoch, fail) and walks
-  the state table; it does no I/O;
+- :mod:`.manager`: ``TransactionManager``, the producer id and epoch, the state table's walk and
+  the transactional lifecycle, shared by the caller's threads and the sender thread behind one
+  lock; it calls nothing outside itself while holding it;
+- :mod:`.idempotence`: ``Idempotence``, the sender thread's sequence bookkeeping and decisions
+  (drain gate, sequences, retry, epoch bumps), with no lock; it calls the manager, never the
+  other way round;
 - :mod:`.requests`: one handler per coordinator request (FindCoordinator, InitProducerId,
   AddPartitionsToTxn, EndTxn) and ``TxnRequestSender``, which sends what the manager asks for;
 - :mod:`.resumable`: the resumable commit path used by the exactly-once driver

@@ -3,9 +3,9 @@
 
 Per partition: the producer id/epoch its sequences belong to, the next sequence to assign, the
 last acknowledged sequence and offset, the connection of the last acknowledgement, and the
-batches in flight ordered by base sequence. :class:`~.manager.TransactionManager`
-owns one map and makes every decision; this module only keeps the numbers straight. Owned by the
-sender thread.
+batches in flight ordered by base sequence. :class:`~.idempotence.Idempotence` owns one map and
+makes every decision; this module only keeps the numbers straight. Owned by the sender thread, no
+lock.
 """
 
 from __future__ import annotations

@@ -3,19 +3,21 @@
 :class:`TxnRequestSender` that the sender polls before it sends produce data (Java's
 ``maybeSendAndPollTransactionalRequest``).
 
-A handler says what to send (:meth:`TxnRequestHandler.request_body`, built for the negotiated
-version), where (:meth:`TxnRequestHandler.target_node`: the least-loaded node, or the
-transaction coordinator), and turns the answer into one of three outcomes (:class:`Outcome`):
-done, retry after ``retry.backoff.ms``, or a fatal error it has already reported to the
-:class:`~.manager.TransactionManager`. Nothing here blocks: a node that is not ready yet is
-connected to and asked again on a later loop. A handler lives for one request: after a retry the
-sender asks again what to send (:meth:`~.manager.TransactionManager.next_transactional_step`),
-so a coordinator that moved is looked up again before the retried request goes out.
+A handler says what to send (:meth:`TxnRequestHandler.request_body`), where
+(:meth:`TxnRequestHandler.target_node`: the least-loaded node, or the coordinator), and turns the
+answer into an :class:`Outcome`: done, retry after ``retry.backoff.ms``, or a fatal error already
+reported to the :class:`~.manager.TransactionManager`. Nothing blocks. A handler lives for one
+request: a retry asks the manager again what to send, so a moved coordinator is looked up again.
+
+Threads: the handlers and :class:`TxnRequestSender` run on the producer's I/O thread (for
+:mod:`.resumable`, on the caller's thread, with no producer). They call the manager, which takes
+its own lock, and InitProducerId's answer goes to the sequence bookkeeping
+(:mod:`.idempotence`); the manager never calls them.
 
 - :class:`InitProducerIdHandler`, idempotent producer: v3+, no transactional id, the current
-  id/epoch for a KIP-360 bump ((-1, -1) after a reset). No error: the id and epoch are set and
-  batches can drain. A retriable error or a dropped connection: ``init_failed``, sent again after
-  the backoff. Anything else, an unknown error code included: fatal, and the sender then fails
+  id/epoch for a KIP-360 bump ((-1, -1) after a reset). No error: the id and epoch are set
+  (:meth:`.idempotence.Idempotence.set_producer_id_and_epoch`) and batches can drain. A
+  retriable error or a dropped connection: ``init_failed``, sent again after the backoff. Anything else, an unknown error code included: fatal, and the sender then fails
   every batch with that error.
 - Transactional requests (Java's handlers, Java's error handling): NOT_COORDINATOR,
   COORDINATOR_NOT_AVAILABLE or a dropped connection to the coordinator: look it up again, retry;
@@ -28,16 +30,13 @@ so a coordinator that moved is looked up again before the retried request goes o
 
   - :class:`FindCoordinatorHandler`: key type TRANSACTION; v4+ sends the key in
     ``coordinator_keys`` and reads ``coordinators``, v0-3 the single-key fields.
-  - :class:`TxnInitProducerIdHandler`: InitProducerId with the transactional id and
-    ``transaction.timeout.ms``, to the coordinator; it fences older producers of the id and
-    aborts what they left open. After an abort that needs a new epoch it sends the current id and
-    epoch (KIP-360).
+  - :class:`TxnInitProducerIdHandler`: InitProducerId with the transactional id, to the
+    coordinator (fences older producers of the id; after an abort that needs a new epoch, KIP-360).
   - :class:`AddPartitionsToTxnHandler`: v3 and below (v4+ is for brokers), the partitions whose
     first batch waits. A partition refused with an unexpected error, or TOPIC_AUTHORIZATION_FAILED,
     makes the transaction abortable.
-  - :class:`EndTxnHandler`: commit or abort, once nothing is in flight. Under transaction
-    version 1 it stays below v5; under version 2 (KIP-890) it is v5+, and the answer carries the
-    bumped epoch.
+  - :class:`EndTxnHandler`: commit or abort, once nothing is in flight; below v5 under
+    transaction version 1, v5+ under version 2 (KIP-890: the answer carries the bumped epoch).
 """
 
 from __future__ import annotations
@@ -56,6 +55,7 @@ from ...protocol.api_message import ApiMessage
 from ...protocol.apis import ADD_PARTITIONS_TO_TXN, END_TXN, FIND_COORDINATOR, INIT_PRODUCER_ID
 from ...structs import Node, TopicPartition
 from . import manager as steps
+from .idempotence import Idempotence
 from .manager import TransactionManager
 from .states import TransactionState
 
@@ -116,12 +116,15 @@ class TxnRequestHandler(abc.ABC):
 
 
 class InitProducerIdHandler(TxnRequestHandler):
-    """InitProducerId for the idempotent producer; see the module docstring."""
+    """InitProducerId for the idempotent producer; see the module docstring. Its answer goes to
+    the sequence bookkeeping (which has the manager take the id, then re-sequences); the rest
+    to the manager."""
 
     api = INIT_PRODUCER_ID
 
-    def __init__(self, manager: TransactionManager, *, transaction_timeout_ms: int):
-        super().__init__(manager)
+    def __init__(self, idempotence: Idempotence, *, transaction_timeout_ms: int):
+        super().__init__(idempotence.manager)
+        self.idempotence = idempotence
         self._transaction_timeout_ms = transaction_timeout_ms
 
     def request_body(self, version: int) -> dict[str, Any]:
@@ -142,7 +145,7 @@ class InitProducerIdHandler(TxnRequestHandler):
         error = errors.error_for(body.error_code, f"InitProducerId failed on node {node_id}; the "
                                  "idempotent producer cannot continue")
         if error is None:
-            self.manager.set_producer_id_and_epoch(body.producer_id, body.producer_epoch)
+            self.idempotence.set_producer_id_and_epoch(body.producer_id, body.producer_epoch)
             return Outcome.DONE
         if error.retriable:
             log.info("InitProducerId failed with %s; retrying", error.name)

@@ -29,6 +29,7 @@ from spark_kafka_sink.client.metadata import Metadata
 from spark_kafka_sink.client.network_client import NetworkClient, NetworkSettings
 from spark_kafka_sink.producer.accumulator import RecordAccumulator
 from spark_kafka_sink.producer.buffer_pool import BufferPool
+from spark_kafka_sink.producer.transactions.idempotence import Idempotence
 from spark_kafka_sink.producer.transactions.manager import TransactionManager
 from spark_kafka_sink.producer.sender import Sender, SenderSettings
 from spark_kafka_sink.protocol import (
@@ -121,11 +122,14 @@ class Harness:
         self.pool = BufferPool(MEMORY, batch_size, clock=self.clock)
         self.transaction_manager = TransactionManager(transactional_id, transaction_timeout_ms) \
             if idempotent or transactional_id else None
+        self.idempotence = None if self.transaction_manager is None \
+            else Idempotence(self.transaction_manager)
         self.accumulator = RecordAccumulator(
             batch_size=batch_size, linger_ms=linger_ms, retry_backoff_ms=retry_backoff_ms,
             retry_backoff_max_ms=1000, delivery_timeout_ms=delivery_timeout_ms,
-            buffer_pool=self.pool, clock=self.clock, transaction_manager=self.transaction_manager,
-            rng=MidpointRandom())
+            buffer_pool=self.pool, clock=self.clock,
+            transaction_manager=self.transaction_manager if transactional_id else None,
+            idempotence=self.idempotence, rng=MidpointRandom())
         self.client = NetworkClient(
             selector=self.sel, metadata=self.metadata, clock=self.clock,
             settings=NetworkSettings(request_timeout_ms=request_timeout_ms,
@@ -137,7 +141,7 @@ class Harness:
             max_in_flight_requests_per_connection=max_in_flight, retry_backoff_ms=retry_backoff_ms,
             retry_backoff_max_ms=1000, use_leader_hints=use_leader_hints)
         self.sender = Sender(client=self.client, metadata=self.metadata, accumulator=self.accumulator,
-                             clock=self.clock, settings=self.settings, transaction_manager=self.transaction_manager,
+                             clock=self.clock, settings=self.settings, idempotence=self.idempotence,
                              metrics=metrics)
 
     # --- time and stepping ------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from spark_kafka_sink.producer.accumulator import (
     RecordAccumulator,
 )
 from spark_kafka_sink.producer.buffer_pool import BufferPool
+from spark_kafka_sink.producer.transactions.idempotence import Idempotence
 from spark_kafka_sink.producer.transactions.manager import TransactionManager
 from spark_kafka_sink.record import read_batch
 from spark_kafka_sink.structs import Node, TopicPartition
@@ -72,19 +73,19 @@ class Setup:
         return self.accumulator.drain(CLUSTER, nodes, max_request_size, self.now)
 
 
-def setup(*, idempotence: TransactionManager | None = None, memory: int = 64 * 1024, **options) -> Setup:
+def setup(*, idempotence: Idempotence | None = None, memory: int = 64 * 1024, **options) -> Setup:
     clock = FakeClock()
     pool = BufferPool(memory, BATCH_SIZE, clock=clock)
     config = dict(batch_size=BATCH_SIZE, linger_ms=LINGER_MS, retry_backoff_ms=100,
                   retry_backoff_max_ms=1000, delivery_timeout_ms=5000, rng=MidpointRandom())
     config.update(options)
-    accumulator = RecordAccumulator(buffer_pool=pool, clock=clock, transaction_manager=idempotence, **config)
+    accumulator = RecordAccumulator(buffer_pool=pool, clock=clock, idempotence=idempotence, **config)
     return Setup(accumulator, pool, clock)
 
 
-def ready_idempotence(producer_id: int = 4242) -> TransactionManager:
-    state = TransactionManager()
-    state.begin_init()
+def ready_idempotence(producer_id: int = 4242) -> Idempotence:
+    state = Idempotence(TransactionManager())
+    state.manager.begin_init()
     state.set_producer_id_and_epoch(producer_id, 0)
     return state
 
@@ -347,12 +348,12 @@ def test_mute_keeps_a_partition_out_while_its_request_is_in_flight():
 # --- idempotence ----------------------------------------------------------------------------------
 
 def test_sequences_are_assigned_at_drain_and_new_batches_wait_for_a_producer_id():
-    state = TransactionManager()
+    state = Idempotence(TransactionManager())
     s = setup(idempotence=state)
     s.append(T0)
     s.clock.advance(LINGER_MS)
     assert s.drain()[1] == []  # no producer id yet
-    state.begin_init()
+    state.manager.begin_init()
     state.set_producer_id_and_epoch(99, 2)
     batch, = s.drain()[1]
     header = read_batch(batch.records())
@@ -368,7 +369,7 @@ def test_sequences_are_assigned_at_drain_and_new_batches_wait_for_a_producer_id(
     assert second.base_sequence == 1 and state.next_sequence(T0) == 3
 
 
-def acknowledge_a_first_batch(s: Setup, state: TransactionManager) -> None:
+def acknowledge_a_first_batch(s: Setup, state: Idempotence) -> None:
     """Drain a first batch of T0 and acknowledge it: until then T0 may have only one batch in
     flight ("First batch alone" in ``idempotence``), after that several."""
     s.append(T0)

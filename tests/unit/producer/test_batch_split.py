@@ -203,8 +203,8 @@ def test_idempotent_parts_carry_the_refused_batchs_sequences():
         assert after.base_sequence == before.base_sequence + before.record_count
     assert {(p.producer_id, p.producer_epoch) for p in parts} == {(PRODUCER_ID, 0)}
     assert h.values() == [b"first"] + values
-    assert h.transaction_manager.next_sequence(T0) == 13
-    assert not h.transaction_manager.has_in_flight(T0)
+    assert h.idempotence.next_sequence(T0) == 13
+    assert not h.idempotence.has_in_flight(T0)
     assert h.pool.available_memory == MEMORY
 
 
@@ -223,7 +223,7 @@ def test_idempotent_a_record_too_large_gives_its_sequence_to_the_rest_in_order()
     assert {b.producer_epoch for b in written} == {0}
     sequences = [b.base_sequence + i for b in written for i in range(b.record_count)]
     assert sequences == list(range(len(sequences)))               # no gap where it was
-    assert h.transaction_manager.next_sequence(T0) == len(sequences)
+    assert h.idempotence.next_sequence(T0) == len(sequences)
     later = h.send([b"later"])
     h.settle(later)
     assert later[0].result(0).offset == 7

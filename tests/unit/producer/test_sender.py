@@ -606,7 +606,7 @@ def test_expired_in_flight_batch_leads_to_an_epoch_bump_for_later_batches():
     h.clock.advance(1000)
     h.step()
     assert isinstance(expired.exception(), KafkaTimeoutError)
-    assert h.transaction_manager.has_unresolved_sequence(T0)
+    assert h.idempotence.has_unresolved_sequence(T0)
     h.hold_produce = False
     h.sel.drop(1)                                # the held request ends: outcome never known
     later = h.append(T0)
@@ -791,8 +791,8 @@ def test_a_bug_completing_a_retried_batch_does_not_hold_its_partition_back(monke
     h.bootstrap()
     h.script(T0, {"error_code": NOT_LEADER})
     broken = h.append(T0, value=b"a" * 150)
-    h.run_until(lambda: h.transaction_manager.has_in_flight(T0) and h.accumulator.has_incomplete()
-                and any(b.attempts for b in h.transaction_manager.partitions.get_or_create(T0).in_flight), advance_ms=10)
+    h.run_until(lambda: h.idempotence.has_in_flight(T0) and h.accumulator.has_incomplete()
+                and any(b.attempts for b in h.idempotence.partitions.get_or_create(T0).in_flight), advance_ms=10)
     original = h.sender._succeed_batch
 
     def exploding(batch, result):
@@ -804,7 +804,7 @@ def test_a_bug_completing_a_retried_batch_does_not_hold_its_partition_back(monke
     after = h.append(T0, value=b"b" * 150)
     h.run_until(after.done, advance_ms=50)
     assert after.exception(0) is None
-    assert not h.transaction_manager.has_in_flight(T0)
+    assert not h.idempotence.has_in_flight(T0)
 
 
 def test_a_metrics_bug_does_not_strand_batches():

@@ -18,8 +18,8 @@ from .sender_harness import INIT_PRODUCER_ID, Harness
 class ScriptedHandler(InitProducerIdHandler):
     """InitProducerId whose answers are judged by a script of outcomes instead."""
 
-    def __init__(self, manager, outcomes):
-        super().__init__(manager, transaction_timeout_ms=60_000)
+    def __init__(self, idempotence, outcomes):
+        super().__init__(idempotence, transaction_timeout_ms=60_000)
         self.outcomes = list(outcomes)
         self.seen = []
 
@@ -35,7 +35,7 @@ def setup(outcomes):
     h = Harness(idempotent=True)
     h.bootstrap()
     sender = TxnRequestSender(client=h.client, manager=h.transaction_manager, retry_backoff_ms=100)
-    handler = ScriptedHandler(h.transaction_manager, outcomes)
+    handler = ScriptedHandler(h.idempotence, outcomes)
     sender.enqueue(handler)
     return h, sender, handler
 
@@ -67,7 +67,7 @@ def test_a_retry_waits_out_the_backoff_and_done_ends_the_request():
 def test_one_request_at_a_time():
     h, sender, handler = setup([Outcome.DONE])
     with pytest.raises(IllegalStateError, match="InitProducerId enqueued while InitProducerId is pending"):
-        sender.enqueue(InitProducerIdHandler(h.transaction_manager, transaction_timeout_ms=60_000))
+        sender.enqueue(InitProducerIdHandler(h.idempotence, transaction_timeout_ms=60_000))
     for _ in range(5):
         sender.maybe_send(h.now)
         if sender.in_flight:

@@ -1,5 +1,6 @@
-"""TransactionManager: the producer-id state table, sequences, in-flight tracking, epoch bumps and the
-decisions the sender takes on OUT_OF_ORDER_SEQUENCE_NUMBER / UNKNOWN_PRODUCER_ID."""
+"""Idempotence over its TransactionManager: the producer-id state table, sequences, in-flight
+tracking, epoch bumps and the decisions the sender takes on OUT_OF_ORDER_SEQUENCE_NUMBER /
+UNKNOWN_PRODUCER_ID."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from spark_kafka_sink.errors import (
     UnknownProducerIdError,
 )
 from spark_kafka_sink.bytecodec import INT32_MAX
+from spark_kafka_sink.producer.transactions.idempotence import Idempotence
 from spark_kafka_sink.producer.transactions.manager import MAX_EPOCH, TransactionManager
-from spark_kafka_sink.producer.transactions.states import TransactionState 
+from spark_kafka_sink.producer.transactions.states import TransactionState
 from spark_kafka_sink.producer.transactions.partition_map import NO_LAST_ACKED_SEQUENCE, ProducerIdAndEpoch
 from spark_kafka_sink.producer.producer_batch import ProducerBatch
 from spark_kafka_sink.record import RecordBatchBuilder
@@ -34,14 +36,14 @@ def batch_of(records: int, tp: TopicPartition = TP) -> ProducerBatch:
     return batch
 
 
-def ready_state(producer_id: int = 1000, epoch: int = 0) -> TransactionManager:
-    state = TransactionManager()
-    state.begin_init()
+def ready_state(producer_id: int = 1000, epoch: int = 0) -> Idempotence:
+    state = Idempotence(TransactionManager())
+    state.manager.begin_init()
     state.set_producer_id_and_epoch(producer_id, epoch)
     return state
 
 
-def drained(state: TransactionManager, *sizes: int, tp: TopicPartition = TP) -> list[ProducerBatch]:
+def drained(state: Idempotence, *sizes: int, tp: TopicPartition = TP) -> list[ProducerBatch]:
     """Batches as ``drain`` would hand them out: gated, then stamped and tracked in flight.
 
     Until ``tp`` has an acknowledged batch under the current id/epoch only one batch may be in
@@ -55,7 +57,7 @@ def drained(state: TransactionManager, *sizes: int, tp: TopicPartition = TP) -> 
     return batches
 
 
-def prime(state: TransactionManager, tp: TopicPartition = TP, records: int = 1,
+def prime(state: Idempotence, tp: TopicPartition = TP, records: int = 1,
           base_offset: int = 0, link: int = -1) -> ProducerBatch:
     """Drain a first batch of ``records`` records for ``tp`` and acknowledge it on connection
     ``link``, so that the partition may have several batches in flight on that connection from
@@ -70,7 +72,7 @@ def prime(state: TransactionManager, tp: TopicPartition = TP, records: int = 1,
 
 
 def primed_state(producer_id: int = 1000, epoch: int = 0, *tps: TopicPartition,
-                 records: int = 1) -> TransactionManager:
+                 records: int = 1) -> Idempotence:
     """:func:`ready_state` with a :func:`prime` batch acknowledged on each of ``tps`` (default TP)."""
     state = ready_state(producer_id, epoch)
     for tp in tps or (TP,):
@@ -129,19 +131,19 @@ def test_completed_batches_advance_acks_and_leave_flight():
 # --- state table ----------------------------------------------------------------------------------
 
 def test_producer_id_state_table():
-    state = TransactionManager()
-    assert state.state is TransactionState.UNINITIALIZED and not state.has_producer_id
-    assert state.producer_id_and_epoch == ProducerIdAndEpoch.NONE == ProducerIdAndEpoch(-1, -1)
+    state = Idempotence(TransactionManager())
+    assert state.manager.state is TransactionState.UNINITIALIZED and not state.manager.has_producer_id
+    assert state.manager.producer_id_and_epoch == ProducerIdAndEpoch.NONE == ProducerIdAndEpoch(-1, -1)
     assert state.bump_epoch_and_reset_id_if_needed() is True  # the sender must send InitProducerId
-    state.begin_init()
+    state.manager.begin_init()
     assert state.bump_epoch_and_reset_id_if_needed() is False  # already being sent
-    state.init_failed()
-    assert state.state is TransactionState.UNINITIALIZED
-    state.begin_init()
+    state.manager.init_failed()
+    assert state.manager.state is TransactionState.UNINITIALIZED
+    state.manager.begin_init()
     state.set_producer_id_and_epoch(5, 0)
-    assert state.state is TransactionState.READY and state.has_producer_id
+    assert state.manager.state is TransactionState.READY and state.manager.has_producer_id
     with pytest.raises(RuntimeError, match="invalid transaction state transition: begin_init in state READY"):
-        state.begin_init()
+        state.manager.begin_init()
 
 
 def test_fatal_error_is_terminal_and_stops_draining():
@@ -149,12 +151,12 @@ def test_fatal_error_is_terminal_and_stops_draining():
     error = ClusterAuthorizationFailedError("denied")
     batch, = drained(state, 1)
     state.handle_failed_batch(batch, error, adjust_sequence_numbers=True)
-    assert state.has_fatal_error and state.last_error is error
+    assert state.manager.has_fatal_error and state.manager.last_error is error
     assert not state.can_drain(batch_of(1))
 
 
 def test_nothing_is_drained_without_a_producer_id():
-    state = TransactionManager()
+    state = Idempotence(TransactionManager())
     assert not state.can_drain(batch_of(1))
 
 
@@ -167,7 +169,7 @@ def test_epoch_bump_resequences_in_flight_batches_from_zero():
     second, third = drained(state, 2, 4)  # sequences 3 and 5, both in flight
     state.request_epoch_bump(TP)
     assert state.bump_epoch_and_reset_id_if_needed() is False
-    assert state.producer_id_and_epoch == ProducerIdAndEpoch(9, 5)
+    assert state.manager.producer_id_and_epoch == ProducerIdAndEpoch(9, 5)
     assert [(b.producer_epoch, b.base_sequence, b.sequence_has_been_reset) for b in (second, third)] == [
         (5, 0, True), (5, 2, True)]
     assert state.next_sequence(TP) == 6 and state.last_acked_sequence(TP) == -1
@@ -199,8 +201,8 @@ def test_exhausted_epoch_resets_the_producer_id():
     state = ready_state(producer_id=9, epoch=MAX_EPOCH)
     state.request_epoch_bump(TP)
     assert state.bump_epoch_and_reset_id_if_needed() is True
-    assert state.state is TransactionState.UNINITIALIZED
-    assert state.producer_id_and_epoch == ProducerIdAndEpoch.NONE
+    assert state.manager.state is TransactionState.UNINITIALIZED
+    assert state.manager.producer_id_and_epoch == ProducerIdAndEpoch.NONE
 
 
 def test_a_retried_batch_is_drained_only_when_first_in_flight():
@@ -271,7 +273,7 @@ def test_the_first_batch_alone_applies_again_under_a_new_producer_id():
     state = primed_state(9, MAX_EPOCH)
     state.request_epoch_bump(TP)
     assert state.bump_epoch_and_reset_id_if_needed() is True  # epoch exhausted: a new id
-    state.begin_init()
+    state.manager.begin_init()
     state.set_producer_id_and_epoch(10, 0)
     first, = drained(state, 1)
     assert (first.producer_id, first.producer_epoch, first.base_sequence) == (10, 0, 0)
@@ -290,7 +292,7 @@ def test_the_first_batch_alone_does_not_hold_back_a_retry_or_other_partitions():
     assert not state.can_drain(batch_of(1, OTHER)) and not state.can_drain(batch_of(1))
 
 
-def on_link(state: TransactionManager, link: int, *sizes: int, tp: TopicPartition = TP,
+def on_link(state: Idempotence, link: int, *sizes: int, tp: TopicPartition = TP,
             sent: bool = True) -> list[ProducerBatch]:
     """:func:`drained` for connection ``link``; ``sent``: their request is on the wire."""
     batches = []
@@ -372,12 +374,12 @@ def test_a_new_batch_does_not_join_a_retried_batch_in_flight():
 def test_an_acknowledged_sequence_gap_is_logged(caplog):
     state = primed_state(7, 0)                           # sequence 0 acknowledged
     skipped, later = drained(state, 4, 2)                # sequences 1-4 and 5-6
-    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transactions.manager"):
+    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transactions.idempotence"):
         state.handle_completed_batch(later, base_offset=1)
     assert "acknowledged sequence 5 for t-0 while 1 was the next" in caplog.text
     assert "no state for producerId 7" in caplog.text
     caplog.clear()
-    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transactions.manager"):
+    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transactions.idempotence"):
         state.handle_completed_batch(drained(state, 1)[0], base_offset=3)   # 7 follows 6
     assert not caplog.text
 
@@ -387,7 +389,7 @@ def test_no_gap_is_reported_behind_a_batch_that_expired_in_flight(caplog):
     expired, later = drained(state, 4, 2)                # sequences 1-4 and 5-6, both sent
     state.handle_failed_batch(expired, KafkaTimeoutError("expired"), adjust_sequence_numbers=False)
     state.mark_sequence_unresolved(expired)              # it may have been written: no gap known
-    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transactions.manager"):
+    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transactions.idempotence"):
         state.handle_completed_batch(later, base_offset=5)
     assert not caplog.text
 
@@ -410,7 +412,7 @@ def test_acknowledgements_follow_sequences_across_the_int32_wrap(caplog):
     prime(state)
     entry = state.partitions.get_or_create(TP)           # as if 2**31 - 3 records had gone
     entry.last_acked_sequence, entry.next_sequence = INT32_MAX - 3, INT32_MAX - 2
-    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transactions.manager"):
+    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transactions.idempotence"):
         across, = drained(state, 4)                      # MAX-2, MAX-1, MAX, 0
         assert (across.base_sequence, across.last_sequence) == (INT32_MAX - 2, 0)
         state.handle_completed_batch(across, base_offset=10)
@@ -429,8 +431,8 @@ def test_a_late_acknowledgement_from_an_older_epoch_leaves_the_new_sequences_alo
     state.mark_sequence_unresolved(late)
     state.maybe_resolve_sequences()                      # nothing in flight, 51 not acknowledged
     state.bump_epoch_and_reset_id_if_needed()
-    assert state.producer_id_and_epoch.epoch == 1
-    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transactions.manager"):
+    assert state.manager.producer_id_and_epoch.epoch == 1
+    with caplog.at_level("WARNING", logger="spark_kafka_sink.producer.transactions.idempotence"):
         state.handle_completed_batch(late, base_offset=1)   # its epoch-0 request succeeded late
         assert state.last_acked_sequence(TP) == NO_LAST_ACKED_SEQUENCE
         fresh, = drained(state, 1)
@@ -546,10 +548,10 @@ def test_a_replaced_cluster_resets_the_id_and_re_sequences_the_waiting_batches_u
     waiting, out = drained(state, 2, 3, tp=TP)[:1] + drained(state, 1, tp=OTHER)
     out.in_flight = True                                  # its request is still out
     state.cluster_changed("A", "B")
-    assert state.state is TransactionState.UNINITIALIZED and not state.has_producer_id
+    assert state.manager.state is TransactionState.UNINITIALIZED and not state.manager.has_producer_id
     assert not state.can_drain(batch_of(1))               # nothing before the new id
     assert state.bump_epoch_and_reset_id_if_needed()      # InitProducerId is due
-    state.begin_init()
+    state.manager.begin_init()
     state.set_producer_id_and_epoch(0, 0)                 # B's own id 0: same number, new state
     assert (waiting.producer_id, waiting.producer_epoch, waiting.base_sequence) == (0, 0, 0)
     assert waiting.sequence_has_been_reset
@@ -558,19 +560,19 @@ def test_a_replaced_cluster_resets_the_id_and_re_sequences_the_waiting_batches_u
 
 
 def test_an_id_asked_for_before_the_cluster_changed_is_not_used():
-    state = TransactionManager()
-    state.begin_init()                                    # InitProducerId out to the old cluster
+    state = Idempotence(TransactionManager())
+    state.manager.begin_init()                            # InitProducerId out to the old cluster
     state.cluster_changed("A", "B")
     state.set_producer_id_and_epoch(7, 0)                 # its answer
-    assert state.state is TransactionState.UNINITIALIZED and not state.has_producer_id
+    assert state.manager.state is TransactionState.UNINITIALIZED and not state.manager.has_producer_id
     assert state.bump_epoch_and_reset_id_if_needed()      # asked again, of the new cluster
-    state.begin_init()
+    state.manager.begin_init()
     state.set_producer_id_and_epoch(3, 0)
-    assert state.producer_id_and_epoch == ProducerIdAndEpoch(3, 0)
+    assert state.manager.producer_id_and_epoch == ProducerIdAndEpoch(3, 0)
 
 
 def test_a_transactional_producer_fails_naming_both_cluster_ids():
-    state = TransactionManager("etl-1")
+    state = Idempotence(TransactionManager("etl-1"))
     state.cluster_changed("A", "B")
-    assert state.has_fatal_error
-    assert "'etl-1'" in str(state.last_error) and "cluster id A, now B" in str(state.last_error)
+    assert state.manager.has_fatal_error
+    assert "'etl-1'" in str(state.manager.last_error) and "cluster id A, now B" in str(state.manager.last_error)
