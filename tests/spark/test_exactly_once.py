@@ -1,21 +1,22 @@
 """Exactly-once streaming writes through driver crashes, in both sink modes, read back with
 confluent-kafka at ``isolation.level=read_committed``.
 
-A driver is a process, and a crash is ``os._exit`` at a chosen point of a micro-batch: each case
-runs ``tests.spark.crash_job`` in a process of its own per run, on one checkpoint. In each mode
-the first run dies in micro-batch 1 of 4, the second restarts the query from its checkpoint and
-dies in micro-batch 2 at another point, the third runs the query to the end. The four points
-(the batch's record not written; recorded ``prepared``; between two commits; every commit done
-and recorded) are split between the modes, two each: arrow mode dies before the record, then
-between the commits; rows mode after the record, then after the commits. Then every row is in
-the topic exactly once, no transaction is left open on it, and each restarted driver saw the
-replayed batch as what it was: a no-op when the driver before it had recorded the batch (its
-commits finished from the commit log), a normal write when it had not. Every point in both modes
-(and these figures) runs in the fast layer too, over in-memory brokers
-(tests/unit/spark/test_driver_crash.py). The same crash in at-least-once mode duplicates the
-batch: the test has teeth (arrow mode). A write whose job fails has every transaction of its
-tasks aborted. A checkpoint reset with the prefix kept is refused, not taken for a replay.
-"""
+A driver is a process, and a crash is ``os._exit`` at a chosen point of a micro-batch:
+``tests.spark.crash_job`` runs three queries side by side in one driver process per run (arrow
+and rows mode exactly once, and arrow mode at least once), each on its own checkpoint, and dies
+once each has reached its run's crash point. The first run dies in micro-batch 1 of 4, the second
+restarts the queries from their checkpoints and dies in micro-batch 2, the third runs them to
+the end. The four exactly-once points (the batch's record not written; recorded ``prepared``;
+between two commits; every commit done and recorded) are split between the modes, two each:
+arrow mode dies before the record, then between the commits; rows mode after the record, then
+after the commits. Then every row is in the topic exactly once, no transaction is left open on
+it, and each restarted driver saw the replayed batch as what it was: a no-op when the driver
+before it had recorded the batch (its commits finished from the commit log), a normal write when
+it had not. Every point in both modes (and these figures) runs in the fast layer too, over
+in-memory brokers (tests/unit/spark/test_driver_crash.py). The same crashes at least once
+duplicate the replayed batches: the test has teeth. A write whose job fails has every
+transaction of its tasks aborted. A checkpoint reset with the prefix kept is refused, not taken
+for a replay."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import json
 import os
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -39,12 +41,13 @@ FILES, ROWS_PER_FILE, PARTITIONS = 4, 100, 3
 TASKS = 2  # crash_job repartitions each micro-batch in two: two tasks, two transactions
 ROWS = FILES * ROWS_PER_FILE
 CRASHES = {"arrow": (("before-record", 1), ("between-commits", 2)),
-           "rows": (("after-record", 1), ("after-commits", 2))}
-"""Per mode, the runs' crash points, one per run, each at its micro-batch; a last run finishes."""
+           "rows": (("after-record", 1), ("after-commits", 2)),
+           "at-least-once": (("after-write", 1), ("after-write", 2))}
+"""Per query, the runs' crash points, one per run, each at its micro-batch; a last run finishes.
+The at-least-once query writes in arrow mode."""
 
 
-def _input(tmp_path: Path) -> Path:
-    directory = tmp_path / "input"
+def _input(directory: Path) -> Path:
     directory.mkdir()
     for index in range(FILES):
         rows = range(index * ROWS_PER_FILE, (index + 1) * ROWS_PER_FILE)
@@ -55,26 +58,49 @@ def _input(tmp_path: Path) -> Path:
     return directory
 
 
-def _crash_then_restart(kafka, tmp_path, mode, prefix, crashes) -> tuple[str, list[dict]]:
-    """Run the query once per crash (point, batch), each run dying there, then once to the end,
-    all on one checkpoint. Returns the topic and, per run, its metrics history by batch id."""
-    bootstrap = kafka.bootstrap_servers
-    topic = f"eos-{mode}-{uuid.uuid4().hex[:8]}"
-    create_topic(bootstrap, topic, PARTITIONS)
-    input_dir, checkpoint = _input(tmp_path), tmp_path / "checkpoint"
-    histories = []
-    for number, (point, batch) in enumerate([*crashes, ("none", -1)]):
-        out = tmp_path / f"out-{number}.json"
-        code, output = run_script("tests.spark.crash_job", bootstrap, topic, str(input_dir),
-                                  str(checkpoint), mode, prefix, point, str(batch), str(out))
-        if point == "none":
-            assert code == 0, f"the restarted query failed (exit {code}):\n{output[-4000:]}"
-        else:
-            assert code == CRASH_EXIT_CODE, (f"run {number} did not die at {point} in micro-batch "
-                                             f"{batch} (exit {code}):\n{output[-4000:]}")
-        history = json.loads(out.read_text()) if out.exists() else []
-        histories.append({batch_id: figures for batch_id, figures in history})
-    return topic, histories
+@dataclass(frozen=True)
+class Chain:
+    """One query's runs: its topic and, per run, its metrics history by batch id."""
+
+    topic: str
+    histories: list[dict]
+
+
+@pytest.fixture(scope="module")
+def chains(kafka, tmp_path_factory) -> dict[str, Chain]:
+    """The three queries of ``CRASHES``, side by side in one driver process per run (the driver
+    dies once every query reached its run's crash point), each on its own checkpoint: one run
+    per crash, then one to the end."""
+    bootstrap, root = kafka.bootstrap_servers, tmp_path_factory.mktemp("eos")
+    queries = {}
+    for name in CRASHES:
+        topic = f"eos-{name}-{uuid.uuid4().hex[:8]}"
+        create_topic(bootstrap, topic, PARTITIONS)
+        queries[name] = {"topic": topic, "input": str(_input(root / f"input-{name}")),
+                         "checkpoint": str(root / f"checkpoint-{name}"),
+                         "mode": "rows" if name == "rows" else "arrow",
+                         "prefix": "-" if name == "at-least-once" else f"eos-{uuid.uuid4().hex[:8]}"}
+    runs = len(CRASHES["arrow"]) + 1
+    assert all(len(crashes) == runs - 1 for crashes in CRASHES.values())
+    for number in range(runs):
+        last = number == runs - 1
+        spec = {"bootstrap": bootstrap, "queries": [
+            {**query, "point": "none" if last else CRASHES[name][number][0],
+             "batch": "-1" if last else str(CRASHES[name][number][1]),
+             "out": str(root / f"out-{name}-{number}.json")}
+            for name, query in queries.items()]}
+        spec_path = root / f"run-{number}.json"
+        spec_path.write_text(json.dumps(spec))
+        code, output = run_script("tests.spark.crash_job", str(spec_path), timeout_s=300)
+        expected = 0 if last else CRASH_EXIT_CODE
+        assert code == expected, f"run {number} ended with exit {code}, not {expected}:\n{output[-4000:]}"
+    histories = {name: [] for name in queries}
+    for name in queries:
+        for number in range(runs):
+            out = root / f"out-{name}-{number}.json"
+            history = json.loads(out.read_text()) if out.exists() else []
+            histories[name].append({batch_id: figures for batch_id, figures in history})
+    return {name: Chain(query["topic"], histories[name]) for name, query in queries.items()}
 
 
 def _counts(bootstrap: str, topic: str, expected: int) -> Counter:
@@ -84,16 +110,14 @@ def _counts(bootstrap: str, topic: str, expected: int) -> Counter:
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("mode", list(CRASHES))
-def test_a_driver_killed_mid_batch_then_restarted_writes_every_row_exactly_once(kafka, tmp_path,
+@pytest.mark.parametrize("mode", ["arrow", "rows"])
+def test_a_driver_killed_mid_batch_then_restarted_writes_every_row_exactly_once(kafka, chains,
                                                                                mode):
     """Two crashes, at two points (``CRASHES``), then a run to the end: each run published the
     batches from the one its predecessor died in up to the one it died in; a replayed batch has
     ``batch-replay-total`` 1 and commits nothing, a rewritten one commits every task's
     transaction; the last batch, after both recoveries, is a normal one."""
-    prefix = f"eos-{uuid.uuid4().hex[:8]}"
-    crashes = CRASHES[mode]
-    topic, histories = _crash_then_restart(kafka, tmp_path, mode, prefix, crashes)
+    crashes, topic, histories = CRASHES[mode], chains[mode].topic, chains[mode].histories
     seen = _counts(kafka.bootstrap_servers, topic, ROWS)
     assert set(seen) == set(range(ROWS)), f"{ROWS - len(seen)} rows missing"
     assert set(seen.values()) == {1}, f"{sum(n > 1 for n in seen.values())} rows written twice"
@@ -111,16 +135,17 @@ def test_a_driver_killed_mid_batch_then_restarted_writes_every_row_exactly_once(
 
 
 @pytest.mark.heavy
-def test_at_least_once_the_same_crash_writes_the_replayed_batch_twice(kafka, tmp_path):
+def test_at_least_once_the_same_crash_writes_the_replayed_batch_twice(kafka, chains):
     """The driver dies after the tasks wrote micro-batch 1 (before Spark's checkpoint records
-    it), and the restarted query writes the batch again. In arrow mode only: that a restarted
-    query runs the batch its driver died in again, the exactly-once runs show in both modes by
-    the replayed batch's figures."""
-    topic, _ = _crash_then_restart(kafka, tmp_path, "arrow", "-", [("after-write", 1)])
-    seen = _counts(kafka.bootstrap_servers, topic, ROWS + ROWS_PER_FILE)
+    it), then, restarted, after they wrote micro-batch 2: each restarted query writes the batch
+    its driver died in again. In arrow mode only: that a restarted query runs the batch its
+    driver died in again, the exactly-once runs show in both modes by the replayed batch's
+    figures."""
+    seen = _counts(kafka.bootstrap_servers, chains["at-least-once"].topic, ROWS + 2 * ROWS_PER_FILE)
     assert set(seen) == set(range(ROWS))
     twice = sorted(i for i, n in seen.items() if n == 2)
-    assert twice == list(range(ROWS_PER_FILE, 2 * ROWS_PER_FILE)), "batch 1 is written twice"
+    assert twice == list(range(ROWS_PER_FILE, 3 * ROWS_PER_FILE)), "batches 1 and 2 are written twice"
+    assert set(seen.values()) == {1, 2}
 
 
 @pytest.mark.parametrize("mode", ["arrow", "rows"])
