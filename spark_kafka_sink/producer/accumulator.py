@@ -198,17 +198,19 @@ class _PartitionQueue:
 class RecordAccumulator:
     """Per-partition deques of :class:`ProducerBatch`; see the module docstring."""
 
-    def __init__(self, *, batch_size: int, compression_type: CompressionType | int | str = "none",
+    def __init__(self, *, batch_size: int, one_record_per_batch: bool = False,
+                 compression_type: CompressionType | int | str = "none",
                  compression_level: int | None = None, linger_ms: int, retry_backoff_ms: int,
                  retry_backoff_max_ms: int, delivery_timeout_ms: int, buffer_pool: BufferPool,
                  clock: Clock = SYSTEM_CLOCK, transaction_manager: TransactionManager | None = None,
                  partitioner: Optional[StickyPartitioner] = None, rng: random.Random | None = None):
-        """``partitioner``: the sticky partitioner for records without a partition
-        (:meth:`append_sticky`); ``ready`` then feeds it queue sizes. ``rng``: retry jitter."""
-        # batch.size=0 disables batching (Java): leases sized for the first record, and a batch
-        # takes no second one
-        self.batch_size = max(1, batch_size)
-        self._one_record_per_batch = batch_size == 0
+        """``batch_size`` and ``one_record_per_batch``: :class:`~.batch_size.BatchSize`'s
+        ``records`` and ``one_record_per_batch`` (``batch.size=0``: every batch is closed after
+        its first record). ``partitioner``: the sticky partitioner for records without a
+        partition (:meth:`append_sticky`); ``ready`` then feeds it queue sizes. ``rng``: retry
+        jitter."""
+        self.batch_size = batch_size
+        self._one_record_per_batch = one_record_per_batch
         self.linger_ms = linger_ms
         self.delivery_timeout_ms = delivery_timeout_ms
         # retry.backoff.ms doubling up to retry.backoff.max.ms, +-20 % jitter (KIP-580)

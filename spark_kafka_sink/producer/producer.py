@@ -41,12 +41,11 @@ from ..errors import (
 )
 from ..record import CompressionType, RecordBatchBuilder
 from ..record.builder import NO_HEADERS_SIZE_BOUND
-from ..record.layout import HEADER_SIZE
 from ..structs import TopicPartition
 from .accumulator import RecordAccumulator
 from .arrow.input import DEFAULT, ArrowSendResult, resolve_columns, timestamps_ms
+from .batch_size import BatchSize
 from .buffer_pool import BufferPool
-from .bulk import bulk_batch_size
 from .future import RecordFuture
 from .metrics import ProducerMetrics
 from .metrics_snapshot import MetricsSnapshot
@@ -157,23 +156,19 @@ class KafkaProducer:
             [(hp.host, hp.port) for hp in cfg.bootstrap_servers],
             metadata_max_age_ms=cfg.metadata_max_age_ms, metadata_max_idle_ms=cfg.metadata_max_idle_ms,
             retry_backoff_ms=cfg.retry_backoff_ms, retry_backoff_max_ms=cfg.retry_backoff_max_ms)
-        # batch.size=0 means no batching (Java): the pool, the partitioner and the Arrow encoder
-        # work with max(1, batch.size), as Java's KafkaProducer; the accumulator closes every batch
-        # after its first record
-        self._batch_size = batch_size = max(1, cfg.batch_size)
-        # send_arrow builds batches as large as useful unless batch.size was set (bulk.py)
-        self._bulk_batch_size = bulk_batch_size(cfg)
-        self._pool = BufferPool(cfg.buffer_memory, batch_size, clock=clock)
+        self._batch_size = batch_size = BatchSize.from_config(cfg)  # every size: batch_size.py
+        self._pool = BufferPool(cfg.buffer_memory, batch_size.records, clock=clock)
         transaction_manager = TransactionManager(
             cfg.transactional_id, cfg.transaction_timeout_ms) if cfg.enable_idempotence else None
         # the manager when transactional: send() checks, per record, that a transaction is open
         self._transactional = transaction_manager if cfg.transactional_id is not None else None
         self._partitioner = StickyPartitioner(
-            batch_size, adaptive=cfg.partitioner_adaptive_partitioning_enable,
+            batch_size.records, adaptive=cfg.partitioner_adaptive_partitioning_enable,
             availability_timeout_ms=cfg.partitioner_availability_timeout_ms)
         level_attribute = _LEVEL_ATTRIBUTE.get(cfg.compression_type)
         self._accumulator = RecordAccumulator(
-            batch_size=cfg.batch_size, compression_type=cfg.compression_type,
+            batch_size=batch_size.records, one_record_per_batch=batch_size.one_record_per_batch,
+            compression_type=cfg.compression_type,
             compression_level=getattr(cfg, level_attribute) if level_attribute else None,
             linger_ms=cfg.linger_ms, retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms, delivery_timeout_ms=cfg.delivery_timeout_ms,
@@ -357,7 +352,7 @@ class KafkaProducer:
                 if columns.rows == 0:
                     return result
         sizes = row_sizes(columns)
-        batch_size = self._arrow_batch_size(topic)
+        batch_size = self._batch_size.arrow(topic, self._accumulator.compression_ratios)
         plan = plan_partitions(topic, self._route(snapshot, topic).view, rows=columns.rows,
                                keys=columns.key, explicit=columns.partition, sizes=sizes,
                                sticky=self._partitioner, ignore_keys=self._ignore_keys,
@@ -382,17 +377,6 @@ class KafkaProducer:
                     result.not_queued(error, TopicPartition(topic, group.partition), len(group.rows))
                 break
         return result
-
-    def _arrow_batch_size(self, topic: str) -> int:
-        """The uncompressed bytes of the batches ``send_arrow`` builds for ``topic``: the bulk
-        batch size (bulk.py); with a codec, as many bytes as are expected to compress to it
-        (compression_ratio.py, as Java counts ``batch.size``), at most a quarter of
-        ``buffer.memory``."""
-        ratios = self._accumulator.compression_ratios
-        if ratios is None:
-            return self._bulk_batch_size
-        return ratios.uncompressed_budget(topic, HEADER_SIZE, self._bulk_batch_size,
-                                          cap=max(self._bulk_batch_size, self.config.buffer_memory // 4))
 
     def _queue_batches(self, batches: list, result: ArrowSendResult) -> KafkaError | None:
         """Hand encoded batches to the accumulator in order; each may wait ``max.block.ms`` for

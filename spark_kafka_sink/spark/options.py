@@ -5,7 +5,7 @@ The options mirror Spark's built-in Kafka sink (``KafkaSourceProvider``):
 ==========================  ===================================================================
 ``kafka.<property>``        Any producer property (``config.ProducerConfig``), prefix stripped:
                             ``kafka.linger.ms=20`` -> ``linger.ms=20``. Unless ``kafka.batch.size``
-                            is given, the sink sets it for bulk writes (``producer/bulk.py``: up
+                            is given, the sink sets it for bulk writes (``producer/batch_size.py``: up
                             to 1 MiB, within ``max.request.size`` and ``buffer.memory``).
 ``kafka.bootstrap.servers`` Required.
 ``topic``                   The topic of every record. When set it overrides the ``topic`` column,
@@ -86,7 +86,7 @@ from typing import Any, Mapping
 
 from ..config import JAVA_ONLY, PROPERTIES, ProducerConfig
 from ..errors import ConfigError
-from ..producer.bulk import bulk_batch_size
+from ..producer.batch_size import with_bulk_batch_size
 from ..producer.topics import topic_name_problem
 
 KAFKA_PREFIX = "kafka."
@@ -307,8 +307,7 @@ class SinkConfig:
             raise ConfigError(f"producer option (kafka.*): {error}") from None
         if producer_config.oauth_cb is not None:
             _check_shippable(producer_config.oauth_cb, given.get("kafka.oauth_cb", ("kafka.oauth_cb",))[0])
-        if not producer_config.is_set("batch.size"):  # a bulk writer's batches (producer/bulk.py)
-            producer_config = producer_config.with_overrides({"batch.size": bulk_batch_size(producer_config)})
+        producer_config = with_bulk_batch_size(producer_config)  # unless kafka.batch.size is set
         prefix = sink.get(TXN_PREFIX)
         if prefix is not None and not isinstance(prefix, str):
             raise ConfigError(f"option {TXN_PREFIX!r} must be a string, got {type(prefix).__name__}")
