@@ -103,7 +103,7 @@ NO_DELAY_LIMIT_MS = INT64_MAX
 class RecordAppendResult:
     """What ``append`` did with a record.
 
-    ``future``: the record's future; ``batch_is_full``: the partition has a full batch (wake the
+    ``future``: the record's future; ``batch_full``: the partition has a full batch (wake the
     sender); ``new_batch_created``: the record started a batch (wake the sender, and the sticky
     partitioner may switch); ``appended_bytes``: bytes the record added (the partitioner counts
     them).
@@ -114,7 +114,7 @@ class RecordAppendResult:
     """
 
     future: RecordFuture
-    batch_is_full: bool
+    batch_full: bool
     new_batch_created: bool
     appended_bytes: int
 
@@ -292,7 +292,7 @@ class RecordAccumulator:
                   now_ms: int) -> tuple[RecordFuture, bool, bool, int]:
         """Add a record to a queue handle from :meth:`partition_queue`: the one record path
         (``send()`` takes it for a keyed or explicit partition; :meth:`append` is it by
-        partition). Returns ``(future, batch_is_full, new_batch_created, appended_bytes)``, the
+        partition). Returns ``(future, batch_full, new_batch_created, appended_bytes)``, the
         fields of :class:`RecordAppendResult`, as a plain tuple: the common case (room in the
         last batch) is :meth:`_try_append` inlined, without a result object, ~0.3 µs less per
         record. A fresh tuple per call, so concurrent appends share nothing."""
@@ -304,12 +304,12 @@ class RecordAccumulator:
                 last = batches[-1]
                 future = last.try_append(timestamp_ms, key, value, headers, callback, now_ms)
                 if future is not None:
-                    return (future, len(batches) > 1 or last.last_append_filled, False,
+                    return (future, len(batches) > 1 or last.last_append_full, False,
                             last.last_append_size)
                 last.close_for_appends()
         result = self._append_allocating(queue, timestamp_ms, key, value, headers, callback,
                                          max_block_ms, now_ms)
-        return result.future, result.batch_is_full, result.new_batch_created, result.appended_bytes
+        return result.future, result.batch_full, result.new_batch_created, result.appended_bytes
 
     def _append_allocating(self, queue: _PartitionQueue, timestamp_ms: int, key, value, headers,
                            callback: SendCallback | None, max_block_ms: int,
@@ -416,8 +416,8 @@ class RecordAccumulator:
         if future is None:
             last.close_for_appends()
             return None
-        # last_append_filled is last.is_full right after an append, without two property calls
-        return RecordAppendResult(future, len(batches) > 1 or last.last_append_filled, False,
+        # last_append_full is last.is_full right after an append, without two property calls
+        return RecordAppendResult(future, len(batches) > 1 or last.last_append_full, False,
                                   last.last_append_size)
 
     def _append_new_batch(self, queue: _PartitionQueue, lease, timestamp_ms: int, key, value,

@@ -247,8 +247,8 @@ class KafkaProducer:
         if partition is None and (key is None or self._ignore_keys):
             result = self._accumulator.append_sticky(topic, self._view(snapshot, topic), timestamp_ms, key,
                                                      value, headers, callback, remaining_ms, now_ms)
-            future, batch_is_full, new_batch_created = (
-                result.future, result.batch_is_full, result.new_batch_created)
+            future, batch_full, new_batch_created = (
+                result.future, result.batch_full, result.new_batch_created)
         else:
             # _route inlined for the cached case (one (snapshot, routes) read: never a stale pair)
             cached_snapshot, routes = self._routes
@@ -272,9 +272,9 @@ class KafkaProducer:
                     now_ms = clock.monotonic_ms()
                     remaining_ms = max(0, remaining_ms - (now_ms - start_ms))
             queue = route.queues[partition] or route.queue(self._accumulator, partition)
-            future, batch_is_full, new_batch_created, _ = self._accumulator.append_to(
+            future, batch_full, new_batch_created, _ = self._accumulator.append_to(
                 queue, timestamp_ms, key, value, headers, callback, remaining_ms, now_ms)
-        if batch_is_full:
+        if batch_full:
             self._sender.wakeup()
         elif new_batch_created:
             self._wake_for_new_batch(now_ms)

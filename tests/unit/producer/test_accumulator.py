@@ -98,14 +98,14 @@ def tps(batches) -> list[TopicPartition]:
 def test_append_fills_the_last_batch_then_starts_a_new_one():
     s = setup()
     first = s.append()
-    assert (first.new_batch_created, first.batch_is_full) == (True, False)
+    assert (first.new_batch_created, first.batch_full) == (True, False)
     assert first.appended_bytes == s.accumulator.queued_batches(T0)[0].estimated_size_in_bytes
     second = s.append()
-    assert (second.new_batch_created, second.batch_is_full) == (False, False)
+    assert (second.new_batch_created, second.batch_full) == (False, False)
     assert 50 < second.appended_bytes < 80
     results = [s.append() for _ in range(30)]
     started = [i for i, r in enumerate(results) if r.new_batch_created]
-    assert started and all(r.batch_is_full for r in results[started[0]:])
+    assert started and all(r.batch_full for r in results[started[0]:])
     assert s.accumulator.queue_size(T0) == 2
     assert s.pool.available_memory == 64 * 1024 - 2 * BATCH_SIZE
 
@@ -606,13 +606,13 @@ def test_append_to_a_queue_handle_is_append_to_its_partition():
     for i in range(40):
         value = b"v" * (30 + 7 * i)
         a = general.accumulator.append(T0, TS + i, b"key", value, None, None, 0, general.now)
-        future, batch_is_full, new_batch_created, appended_bytes = handle_path.accumulator.append_to(
+        future, batch_full, new_batch_created, appended_bytes = handle_path.accumulator.append_to(
             queue, TS + i, b"key", value, None, None, 0, handle_path.now)
-        assert (a.batch_is_full, a.new_batch_created, a.appended_bytes) == \
-            (batch_is_full, new_batch_created, appended_bytes)
+        assert (a.batch_full, a.new_batch_created, a.appended_bytes) == \
+            (batch_full, new_batch_created, appended_bytes)
         assert a.future.topic_partition == future.topic_partition == T0
         last = handle_path.accumulator.queued_batches(T0)[-1]
-        assert last.last_append_filled == last.is_full or new_batch_created
+        assert last.last_append_full == last.is_full or new_batch_created
     assert [batch.records() if batch.close() is None else None
             for batch in general.accumulator.queued_batches(T0)] == \
         [batch.records() if batch.close() is None else None
