@@ -42,7 +42,7 @@ from ..errors import (
 from ..record import CompressionType, RecordBatchBuilder
 from ..record.builder import NO_HEADERS_SIZE_BOUND
 from ..structs import TopicPartition
-from .accumulator import RecordAccumulator
+from .accumulator import RecordAccumulator, StickyTarget
 from .arrow.input import DEFAULT, ArrowSendResult, resolve_columns, timestamps_ms
 from .batch_size import BatchSize
 from .buffer_pool import BufferPool
@@ -111,16 +111,18 @@ def _checked_timestamp(timestamp_ms: Any) -> int:
 
 class _TopicRoute:
     """One topic in one metadata snapshot, as ``send`` uses it: the partition count, the sticky
-    partitioner's view, and each partition's accumulator queue once looked up (queues are never
+    partitioner's view, the accumulator's append target for a record without key or partition
+    (``sticky``), and each partition's accumulator queue once looked up (queues are never
     removed, so a handle stays valid; only the sending threads fill the slots, and a lost race
     just looks the same queue up twice)."""
 
-    __slots__ = ("topic", "partition_count", "view", "queues")
+    __slots__ = ("topic", "partition_count", "view", "sticky", "queues")
 
     def __init__(self, snapshot: ClusterSnapshot, topic: str):
         self.topic = topic
         self.partition_count = snapshot.partition_count(topic)
         self.view = TopicPartitions(self.partition_count, snapshot.available_partitions_for(topic))
+        self.sticky = StickyTarget(topic, self.view)
         self.queues: list = [None] * (self.partition_count or 0)
 
     def queue(self, accumulator: RecordAccumulator, partition: int):
@@ -244,17 +246,14 @@ class KafkaProducer:
             remaining_ms = max(0, max_block_ms - (now_ms - start_ms))
         if timestamp_ms is None:
             timestamp_ms = clock.now_ms()
+        # _route inlined for the cached case (one (snapshot, routes) read: never a stale pair)
+        cached_snapshot, routes = self._routes
+        route = routes.get(topic) if cached_snapshot is snapshot else None
+        if route is None:
+            route = self._route(snapshot, topic)
         if partition is None and (key is None or self._ignore_keys):
-            result = self._accumulator.append_sticky(topic, self._view(snapshot, topic), timestamp_ms, key,
-                                                     value, headers, callback, remaining_ms, now_ms)
-            future, batch_full, new_batch_created = (
-                result.future, result.batch_full, result.new_batch_created)
+            target = route.sticky  # the accumulator picks the partition (KIP-794)
         else:
-            # _route inlined for the cached case (one (snapshot, routes) read: never a stale pair)
-            cached_snapshot, routes = self._routes
-            route = routes.get(topic) if cached_snapshot is snapshot else None
-            if route is None:
-                route = self._route(snapshot, topic)
             if partition is None:
                 partition = partition_for_key(key, route.partition_count)
             else:
@@ -271,9 +270,9 @@ class KafkaProducer:
                     partition = missing.partition
                     now_ms = clock.monotonic_ms()
                     remaining_ms = max(0, remaining_ms - (now_ms - start_ms))
-            queue = route.queues[partition] or route.queue(self._accumulator, partition)
-            future, batch_full, new_batch_created, _ = self._accumulator.append_to(
-                queue, timestamp_ms, key, value, headers, callback, remaining_ms, now_ms)
+            target = route.queues[partition] or route.queue(self._accumulator, partition)
+        future, batch_full, new_batch_created, _ = self._accumulator.append(
+            target, timestamp_ms, key, value, headers, callback, remaining_ms, now_ms)
         if batch_full:
             self._sender.wakeup()
         elif new_batch_created:
@@ -384,8 +383,8 @@ class KafkaProducer:
         returned."""
         for index, (tp, encoded) in enumerate(batches):
             try:
-                self._accumulator.append_batch(tp, encoded.builder, result, self._max_block_ms,
-                                               self._clock.monotonic_ms())
+                self._accumulator.queue_encoded_batch(tp, encoded.builder, result, self._max_block_ms,
+                                                      self._clock.monotonic_ms())
             except KafkaError as error:
                 for left_tp, left in batches[index:]:
                     result.not_queued(error, left_tp, left.record_count)
@@ -483,10 +482,6 @@ class KafkaProducer:
         if route is None:
             route = routes[topic] = _TopicRoute(snapshot, topic)
         return route
-
-    def _view(self, snapshot: ClusterSnapshot, topic: str) -> TopicPartitions:
-        """The topic as the sticky partitioner sees it, cached per metadata snapshot."""
-        return self._route(snapshot, topic).view
 
     # --- transactions ---------------------------------------------------------------------------
 
