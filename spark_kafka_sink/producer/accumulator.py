@@ -1,10 +1,10 @@
 """RecordAccumulator: per-partition queues of batches between ``send()`` and the sender thread.
 
 Java's ``RecordAccumulator``; docs/ARCHITECTURE.md ("A record's path") follows a record through
-it. ``append_to`` (a key or partition; ``append`` is it by partition) and ``append_sticky`` (the
-sticky partition) add a record to its partition's last open batch, or start a batch with memory
-from the :class:`~.buffer_pool.BufferPool` (which may block up to ``max_block_ms``);
-``append_batch`` queues a batch built whole (``send_arrow``). ``IncompleteBatches`` holds every
+it. ``append`` adds a record to its partition's last open batch (the caller's partition, or
+the sticky one for a :class:`StickyTarget`), or starts a batch with memory from the
+:class:`~.buffer_pool.BufferPool` (which may block up to ``max_block_ms``);
+``queue_encoded_batch`` queues a batch built whole (``send_arrow``). ``IncompleteBatches`` holds every
 batch not done yet, queued or in flight: what ``flush`` waits for and a forced close fails.
 ``ready`` names the leaders with a sendable first batch (full, waited ``linger.ms`` or its retry
 backoff, or anything while a flush runs, memory is exhausted or the accumulator is closed; muted
@@ -36,7 +36,7 @@ Thread-safety contract:
 - allocation never holds a deque lock (an append drops it, allocates, retakes it and checks
   again), and ``closed`` is checked under the deque lock right before an append, so none slips in
   after ``abort_incomplete_batches`` emptied the deques;
-- lock order: a deque lock, then the incomplete-set lock or (``append_sticky``) the sticky
+- lock order: a deque lock, then the incomplete-set lock or (a sticky ``append``) the sticky
   partitioner's per-topic lock; the pool lock is never taken under a deque lock.
 """
 
@@ -49,7 +49,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Optional
 
 from ..bytecodec import INT64_MAX
 from ..client.backoff import ExponentialBackoff
@@ -78,24 +78,33 @@ NO_DELAY_LIMIT_MS = INT64_MAX
 
 # --- result objects ---------------------------------------------------------------------------
 
-@dataclass(slots=True)
-class RecordAppendResult:
-    """What ``append`` did with a record.
+class RecordAppendResult(NamedTuple):
+    """What ``append`` did with a record: the names of the plain tuple it returns
+    (``RecordAppendResult(*accumulator.append(...))``; ``append`` makes none itself, see there).
 
-    ``future``: the record's future; ``batch_is_full``: the partition has a full batch (wake the
+    ``future``: the record's future; ``batch_full``: the partition has a full batch (wake the
     sender); ``new_batch_created``: the record started a batch (wake the sender, and the sticky
     partitioner may switch); ``appended_bytes``: bytes the record added (the partitioner counts
     them).
-
-    Treat as immutable. Not ``frozen``: a frozen dataclass costs ~0.5 µs more to construct (it
-    assigns through ``object.__setattr__``), and one is made per record (except by
-    :meth:`RecordAccumulator.append_to`, which send() uses for a keyed or explicit partition).
     """
 
     future: RecordFuture
-    batch_is_full: bool
+    batch_full: bool
     new_batch_created: bool
     appended_bytes: int
+
+
+class StickyTarget:
+    """An :meth:`RecordAccumulator.append` target for a record with no partition and no key
+    (or ``partitioner.ignore.keys``): the ``topic``'s sticky partition (KIP-794) as ``view``,
+    the current metadata, shows the topic. Immutable; the producer keeps one per topic and
+    metadata snapshot."""
+
+    __slots__ = ("topic", "view")
+
+    def __init__(self, topic: str, view: TopicView):
+        self.topic = topic
+        self.view = view
 
 
 @dataclass(frozen=True)
@@ -177,21 +186,23 @@ class _PartitionQueue:
 class RecordAccumulator:
     """Per-partition deques of :class:`ProducerBatch`; see the module docstring."""
 
-    def __init__(self, *, batch_size: int, compression_type: CompressionType | int | str = "none",
+    def __init__(self, *, batch_size: int, one_record_per_batch: bool = False,
+                 compression_type: CompressionType | int | str = "none",
                  compression_level: int | None = None, linger_ms: int, retry_backoff_ms: int,
                  retry_backoff_max_ms: int, delivery_timeout_ms: int, buffer_pool: BufferPool,
                  clock: Clock = SYSTEM_CLOCK, transaction_manager: TransactionManager | None = None,
                  idempotence: Idempotence | None = None,
                  partitioner: Optional[StickyPartitioner] = None, rng: random.Random | None = None):
-        """``partitioner``: the sticky partitioner for records without a partition
-        (:meth:`append_sticky`); ``ready`` then feeds it queue sizes. ``rng``: retry jitter.
+        """``batch_size`` and ``one_record_per_batch``: :class:`~.batch_size.BatchSize`'s
+        ``records`` and ``one_record_per_batch`` (``batch.size=0``: every batch is closed after
+        its first record). ``partitioner``: the sticky partitioner for records without a
+        partition (a :class:`StickyTarget` append); ``ready`` then feeds it queue sizes.
+        ``rng``: retry jitter.
         ``transaction_manager``: a transactional producer's, told of each partition a new batch
         needs in the transaction (on the appending thread). ``idempotence``: the sequence
         bookkeeping that gates and stamps the drain (on the sender thread)."""
-        # batch.size=0 disables batching (Java): leases sized for the first record, and a batch
-        # takes no second one
-        self.batch_size = max(1, batch_size)
-        self._one_record_per_batch = batch_size == 0
+        self.batch_size = batch_size
+        self._one_record_per_batch = one_record_per_batch
         self.linger_ms = linger_ms
         self.delivery_timeout_ms = delivery_timeout_ms
         # retry.backoff.ms doubling up to retry.backoff.max.ms, +-20 % jitter (KIP-580)
@@ -253,72 +264,70 @@ class RecordAccumulator:
     # --- append ---------------------------------------------------------------------------------
 
     def partition_queue(self, tp: TopicPartition) -> _PartitionQueue:
-        """``tp``'s queue, created on first use: an opaque handle for :meth:`append_to`. Queues
-        are never removed, so a caller may keep the handle (the producer caches one per
-        partition and metadata snapshot, to skip the lookups on every record)."""
+        """``tp``'s queue, created on first use: the target of :meth:`append` for a record whose
+        partition is known. Queues are never removed, so a caller may keep the handle (the
+        producer caches one per partition and metadata snapshot, to skip the lookups on every
+        record)."""
         return self._queue(tp.topic, tp.partition) or self._queue_for(tp)
 
-    def append(self, tp: TopicPartition, timestamp_ms: int, key, value, headers,
-               callback: SendCallback | None, max_block_ms: int, now_ms: int) -> RecordAppendResult:
-        """Add a record to ``tp``; may block up to ``max_block_ms`` for memory. :meth:`append_to`
-        (the one record path) looked up by partition, its outcome as a result object.
+    def append(self, target: _PartitionQueue | StickyTarget, timestamp_ms: int, key, value,
+               headers, callback: SendCallback | None, max_block_ms: int,
+               now_ms: int) -> tuple[RecordFuture, bool, bool, int]:
+        """Add a record to the last open batch of its partition's deque, or start a batch with
+        memory from the pool, waiting up to ``max_block_ms`` for it (Java's
+        ``RecordAccumulator.append``).
+
+        ``target``: the partition's queue (:meth:`partition_queue`) when the caller chose the
+        partition (a key, or an explicit one), or a :class:`StickyTarget` when the record has
+        neither (Java's ``UNKNOWN_PARTITION``): the topic's sticky partition (KIP-794), picked
+        and switched under the deque lock so that the partitioner's byte count stays exact under
+        concurrent appends. The partition a record went to is ``future.topic_partition``. Java's
+        ``abortOnNewBatch`` has no counterpart: it lets a pluggable partitioner's ``onNewBatch``
+        move the record before a batch starts, and the sticky partitioner here is the built-in
+        one, consulted inside the append.
+
+        Returns ``(future, batch_full, new_batch_created, appended_bytes)``, the fields of
+        :class:`RecordAppendResult`, as a plain tuple: one is made per record, and a named tuple
+        or a dataclass costs 0.1-0.3 µs more to build. The common case (room in the last batch
+        of a known partition) runs inline, without a helper call.
 
         Raises :class:`ProducerClosedError` after ``close()``, :class:`BufferExhaustedError` when
         no memory was freed in time, ``TypeError``/``ValueError`` for a malformed record.
         """
-        return RecordAppendResult(*self.append_to(self.partition_queue(tp), timestamp_ms, key, value,
-                                                  headers, callback, max_block_ms, now_ms))
-
-    def append_to(self, queue: _PartitionQueue, timestamp_ms: int, key, value, headers,
-                  callback: SendCallback | None, max_block_ms: int,
-                  now_ms: int) -> tuple[RecordFuture, bool, bool, int]:
-        """Add a record to a queue handle from :meth:`partition_queue`: the one record path
-        (``send()`` takes it for a keyed or explicit partition; :meth:`append` is it by
-        partition). Returns ``(future, batch_is_full, new_batch_created, appended_bytes)``, the
-        fields of :class:`RecordAppendResult`, as a plain tuple: the common case (room in the
-        last batch) is :meth:`_try_append` inlined, without a result object, ~0.3 µs less per
-        record. A fresh tuple per call, so concurrent appends share nothing."""
-        with queue.lock:
+        if target.__class__ is StickyTarget:
+            return self._append_sticky(target.topic, target.view, timestamp_ms, key, value,
+                                       headers, callback, max_block_ms, now_ms)
+        with target.lock:
             if self._closed:
                 raise self._closed_error()
-            batches = queue.batches
+            batches = target.batches
             if batches:
                 last = batches[-1]
                 future = last.try_append(timestamp_ms, key, value, headers, callback, now_ms)
                 if future is not None:
-                    return (future, len(batches) > 1 or last.last_append_filled, False,
+                    return (future, len(batches) > 1 or last.last_append_full, False,
                             last.last_append_size)
                 last.close_for_appends()
-        result = self._append_allocating(queue, timestamp_ms, key, value, headers, callback,
-                                         max_block_ms, now_ms)
-        return result.future, result.batch_is_full, result.new_batch_created, result.appended_bytes
-
-    def _append_allocating(self, queue: _PartitionQueue, timestamp_ms: int, key, value, headers,
-                           callback: SendCallback | None, max_block_ms: int,
-                           now_ms: int) -> RecordAppendResult:
-        """The rest of an append when the last batch had no room: lease memory (may block),
-        then start a batch unless another thread did meanwhile."""
         lease, now_ms = self._allocate(key, value, headers, max_block_ms, now_ms)
         try:
-            with queue.lock:
-                result = self._append_new_batch(queue, lease, timestamp_ms, key, value, headers,
+            with target.lock:
+                result = self._append_new_batch(target, lease, timestamp_ms, key, value, headers,
                                                 callback, now_ms)
-                if result.new_batch_created:
-                    lease = None  # the batch owns it now
+                if result[2]:     # new_batch_created: the batch owns the lease now
+                    lease = None
                 return result
         finally:
             self._pool.deallocate(lease)
 
-    def append_sticky(self, topic: str, view: TopicView, timestamp_ms: int, key, value, headers,
-                      callback: SendCallback | None, max_block_ms: int,
-                      now_ms: int) -> RecordAppendResult:
-        """Append to the topic's sticky partition (a record with no partition and no key, KIP-794),
-        keeping the partitioner's byte count exact under concurrent appends, as Java does.
-        ``view``: the topic as the current metadata sees it. The partition chosen is
-        ``result.future.topic_partition``."""
+    def _append_sticky(self, topic: str, view: TopicView, timestamp_ms: int, key, value, headers,
+                       callback: SendCallback | None, max_block_ms: int,
+                       now_ms: int) -> tuple[RecordFuture, bool, bool, int]:
+        """:meth:`append` to the topic's sticky partition, as ``view`` (the current metadata)
+        shows the topic: Java's loop, which starts over when another thread switched the
+        partition meanwhile."""
         partitioner = self._partitioner
         if partitioner is None:
-            raise RuntimeError("append_sticky needs the accumulator to have a partitioner")
+            raise RuntimeError("a StickyTarget append needs the accumulator to have a partitioner")
         lease = None
         try:
             while True:
@@ -330,7 +339,7 @@ class RecordAccumulator:
                         continue
                     result = self._try_append(queue, timestamp_ms, key, value, headers, callback, now_ms)
                     if result is not None:
-                        partitioner.update_partition_info(topic, sticky, result.appended_bytes, view,
+                        partitioner.update_partition_info(topic, sticky, result[3], view,
                                                           enable_switch=self._all_full(queue))
                         return result
                 if lease is None:
@@ -340,9 +349,9 @@ class RecordAccumulator:
                         continue
                     result = self._append_new_batch(queue, lease, timestamp_ms, key, value, headers,
                                                     callback, now_ms)
-                    if result.new_batch_created:
+                    if result[2]:
                         lease = None
-                    partitioner.update_partition_info(topic, sticky, result.appended_bytes, view,
+                    partitioner.update_partition_info(topic, sticky, result[3], view,
                                                       enable_switch=self._all_full(queue))
                     return result
         finally:
@@ -386,8 +395,10 @@ class RecordAccumulator:
                 "runs on the producer's I/O thread, the only thread that frees it") from None
 
     def _try_append(self, queue: _PartitionQueue, timestamp_ms: int, key, value, headers,
-                    callback: SendCallback | None, now_ms: int) -> RecordAppendResult | None:
-        """Append to the last batch if it has room. Deque lock held."""
+                    callback: SendCallback | None,
+                    now_ms: int) -> tuple[RecordFuture, bool, bool, int] | None:
+        """Append to the last batch if it has room (:meth:`append`'s outcome), else ``None``.
+        Deque lock held."""
         if self._closed:
             raise self._closed_error()
         batches = queue.batches
@@ -398,13 +409,14 @@ class RecordAccumulator:
         if future is None:
             last.close_for_appends()
             return None
-        # last_append_filled is last.is_full right after an append, without two property calls
-        return RecordAppendResult(future, len(batches) > 1 or last.last_append_filled, False,
-                                  last.last_append_size)
+        # last_append_full is last.is_full right after an append, without two property calls
+        return future, len(batches) > 1 or last.last_append_full, False, last.last_append_size
 
     def _append_new_batch(self, queue: _PartitionQueue, lease, timestamp_ms: int, key, value,
-                          headers, callback: SendCallback | None, now_ms: int) -> RecordAppendResult:
-        """Start a batch with ``lease`` unless another thread did meanwhile. Deque lock held."""
+                          headers, callback: SendCallback | None,
+                          now_ms: int) -> tuple[RecordFuture, bool, bool, int]:
+        """Start a batch with ``lease`` unless another thread did meanwhile (:meth:`append`'s
+        outcome). Deque lock held."""
         result = self._try_append(queue, timestamp_ms, key, value, headers, callback, now_ms)
         if result is not None:
             return result  # someone else made a batch while we waited for memory
@@ -419,19 +431,25 @@ class RecordAccumulator:
         self._incomplete.add(batch)
         if self._txn is not None:
             self._txn.maybe_add_partition(queue.tp)
-        return RecordAppendResult(future, len(queue.batches) > 1 or batch.is_full, True,
-                                  batch.estimated_size_in_bytes)
+        return future, len(queue.batches) > 1 or batch.is_full, True, batch.estimated_size_in_bytes
 
-    def append_batch(self, tp: TopicPartition, builder: RecordBatchBuilder, tally,
-                     max_block_ms: int, now_ms: int) -> ProducerBatch:
-        """Queue a batch encoded elsewhere (the Arrow path) behind ``tp``'s queued batches.
+    def queue_encoded_batch(self, tp: TopicPartition, builder: RecordBatchBuilder, tally,
+                            max_block_ms: int, now_ms: int) -> ProducerBatch:
+        """Queue a batch encoded elsewhere (``send_arrow``) behind ``tp``'s queued batches.
+
+        Not a variant of :meth:`append`: no record is appended to anything. The batch arrives
+        whole and closed, sized by its encoder rather than by the room left in an open batch;
+        its records have no future each but count against ``tally`` (a ``DeliveryTally``); the
+        partition is the caller's (``send_arrow`` planned every row's), never the sticky one;
+        and the lease is the batch's own size. Java has no counterpart (its records always go
+        through ``append``).
 
         ``builder`` holds the whole batch (``RecordBatchBuilder.from_records``) and takes no
-        appends; its records count against ``tally`` (a ``DeliveryTally``). An open batch of
-        ``tp`` is closed for appends first, so records sent before this call stay before it.
-        Memory: a lease of ``builder.estimated_size`` bytes from the pool, which may block up to
-        ``max_block_ms`` (never under the deque lock). From here on the batch is an ordinary
-        one: drained per leader, stamped with sequences, retried and expired like the others.
+        appends. An open batch of ``tp`` is closed for appends first, so records sent before
+        this call stay before it. Memory: a lease of ``builder.estimated_size`` bytes from the
+        pool, which may block up to ``max_block_ms`` (never under the deque lock). From here on
+        the batch is an ordinary one: drained per leader, stamped with sequences, retried and
+        expired like the others.
         """
         queue = self.partition_queue(tp)
         lease = self._lease(builder.estimated_size, max_block_ms)

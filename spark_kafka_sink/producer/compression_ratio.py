@@ -10,8 +10,8 @@ better than expected the estimate improves by at most :data:`IMPROVING_STEP`, wh
 deteriorates at once, by at least :data:`DETERIORATING_STEP`, so a surprise costs one oversized
 batch at most.
 
-``send_arrow`` plans its batches with it (:meth:`CompressionRatioEstimator.uncompressed_budget`)
-and the accumulator feeds it the ratio of every batch it builds at drain, and uses it for the
+``send_arrow`` sizes its batches with it (:meth:`.batch_size.BatchSize.arrow`) and the
+accumulator feeds it the ratio of every batch it builds at drain, and uses it for the
 drain's ``max.request.size`` check. Reads and writes are single float stores (the GIL makes each
 atomic); a read racing an update sees the old or the new estimate, both valid.
 """
@@ -57,11 +57,3 @@ class CompressionRatioEstimator:
     def estimated_size(self, topic: str, header: int, uncompressed: int) -> int:
         """A batch of ``uncompressed`` record bytes and a ``header`` once compressed, as expected."""
         return header + int(uncompressed * self.estimate(topic) * ESTIMATION_FACTOR)
-
-    def uncompressed_budget(self, topic: str, header: int, batch_size: int, cap: int) -> int:
-        """How many bytes (header included, uncompressed) a batch of ``topic`` may take so that
-        it is expected to stay within ``batch_size`` compressed; at most ``cap``, at least
-        ``batch_size``."""
-        room = max(0, batch_size - header)
-        budget = header + int(room / (self.estimate(topic) * ESTIMATION_FACTOR))
-        return max(batch_size, min(cap, budget))

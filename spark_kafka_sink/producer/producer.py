@@ -40,12 +40,11 @@ from ..errors import (
 )
 from ..record import CompressionType, RecordBatchBuilder
 from ..record.builder import NO_HEADERS_SIZE_BOUND
-from ..record.layout import HEADER_SIZE
 from ..structs import TopicPartition
-from .accumulator import RecordAccumulator
+from .accumulator import RecordAccumulator, StickyTarget
 from .arrow.input import DEFAULT, ArrowSendResult, resolve_columns, timestamps_ms
+from .batch_size import BatchSize
 from .buffer_pool import BufferPool
-from .bulk import bulk_batch_size
 from .future import RecordFuture
 from .metrics import ProducerMetrics
 from .metrics_snapshot import MetricsSnapshot
@@ -112,16 +111,18 @@ def _checked_timestamp(timestamp_ms: Any) -> int:
 
 class _TopicRoute:
     """One topic in one metadata snapshot, as ``send`` uses it: the partition count, the sticky
-    partitioner's view, and each partition's accumulator queue once looked up (queues are never
+    partitioner's view, the accumulator's append target for a record without key or partition
+    (``sticky``), and each partition's accumulator queue once looked up (queues are never
     removed, so a handle stays valid; only the sending threads fill the slots, and a lost race
     just looks the same queue up twice)."""
 
-    __slots__ = ("topic", "partition_count", "view", "queues")
+    __slots__ = ("topic", "partition_count", "view", "sticky", "queues")
 
     def __init__(self, snapshot: ClusterSnapshot, topic: str):
         self.topic = topic
         self.partition_count = snapshot.partition_count(topic)
         self.view = TopicPartitions(self.partition_count, snapshot.available_partitions_for(topic))
+        self.sticky = StickyTarget(topic, self.view)
         self.queues: list = [None] * (self.partition_count or 0)
 
     def queue(self, accumulator: RecordAccumulator, partition: int):
@@ -153,13 +154,8 @@ class KafkaProducer:
         self._max_block_ms = cfg.max_block_ms  # read per record: one attribute, not two
         self._ignore_keys = cfg.partitioner_ignore_keys
         self._routes: tuple[ClusterSnapshot | None, dict[str, _TopicRoute]] = (None, {})
-        # batch.size=0 means no batching (Java): the pool, the partitioner and the Arrow encoder
-        # work with max(1, batch.size), as Java's KafkaProducer; the accumulator closes every batch
-        # after its first record
-        self._batch_size = batch_size = max(1, cfg.batch_size)
-        # send_arrow builds batches as large as useful unless batch.size was set (bulk.py)
-        self._bulk_batch_size = bulk_batch_size(cfg)
-        self._pool = BufferPool(cfg.buffer_memory, batch_size, clock=clock)
+        self._batch_size = batch_size = BatchSize.from_config(cfg)  # every size: batch_size.py
+        self._pool = BufferPool(cfg.buffer_memory, batch_size.records, clock=clock)
         # idempotence: the producer id and the transaction lifecycle (the manager, behind its
         # lock), and the sequences (the sender thread's); see docs/ARCHITECTURE.md, "Threads and
         # locks"
@@ -170,11 +166,12 @@ class KafkaProducer:
         # and the accumulator notes each partition a transaction needs
         self._transactional = transaction_manager if cfg.transactional_id is not None else None
         self._partitioner = StickyPartitioner(
-            batch_size, adaptive=cfg.partitioner_adaptive_partitioning_enable,
+            batch_size.records, adaptive=cfg.partitioner_adaptive_partitioning_enable,
             availability_timeout_ms=cfg.partitioner_availability_timeout_ms)
         level_attribute = _LEVEL_ATTRIBUTE.get(cfg.compression_type)
         self._accumulator = RecordAccumulator(
-            batch_size=cfg.batch_size, compression_type=cfg.compression_type,
+            batch_size=batch_size.records, one_record_per_batch=batch_size.one_record_per_batch,
+            compression_type=cfg.compression_type,
             compression_level=getattr(cfg, level_attribute) if level_attribute else None,
             linger_ms=cfg.linger_ms, retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms, delivery_timeout_ms=cfg.delivery_timeout_ms,
@@ -248,17 +245,14 @@ class KafkaProducer:
             remaining_ms = max(0, max_block_ms - (now_ms - start_ms))
         if timestamp_ms is None:
             timestamp_ms = clock.now_ms()
+        # _route inlined for the cached case (one (snapshot, routes) read: never a stale pair)
+        cached_snapshot, routes = self._routes
+        route = routes.get(topic) if cached_snapshot is snapshot else None
+        if route is None:
+            route = self._route(snapshot, topic)
         if partition is None and (key is None or self._ignore_keys):
-            result = self._accumulator.append_sticky(topic, self._view(snapshot, topic), timestamp_ms, key,
-                                                     value, headers, callback, remaining_ms, now_ms)
-            future, batch_is_full, new_batch_created = (
-                result.future, result.batch_is_full, result.new_batch_created)
+            target = route.sticky  # the accumulator picks the partition (KIP-794)
         else:
-            # _route inlined for the cached case (one (snapshot, routes) read: never a stale pair)
-            cached_snapshot, routes = self._routes
-            route = routes.get(topic) if cached_snapshot is snapshot else None
-            if route is None:
-                route = self._route(snapshot, topic)
             if partition is None:
                 partition = partition_for_key(key, route.partition_count)
             else:
@@ -275,10 +269,10 @@ class KafkaProducer:
                     partition = missing.partition
                     now_ms = clock.monotonic_ms()
                     remaining_ms = max(0, remaining_ms - (now_ms - start_ms))
-            queue = route.queues[partition] or route.queue(self._accumulator, partition)
-            future, batch_is_full, new_batch_created, _ = self._accumulator.append_to(
-                queue, timestamp_ms, key, value, headers, callback, remaining_ms, now_ms)
-        if batch_is_full:
+            target = route.queues[partition] or route.queue(self._accumulator, partition)
+        future, batch_full, new_batch_created, _ = self._accumulator.append(
+            target, timestamp_ms, key, value, headers, callback, remaining_ms, now_ms)
+        if batch_full:
             self._sender.wakeup()
         elif new_batch_created:
             self._wake_for_new_batch(now_ms)
@@ -356,7 +350,7 @@ class KafkaProducer:
                 if columns.rows == 0:
                     return result
         sizes = row_sizes(columns)
-        batch_size = self._arrow_batch_size(topic)
+        batch_size = self._batch_size.arrow(topic, self._accumulator.compression_ratios)
         plan = plan_partitions(topic, self._route(snapshot, topic).view, rows=columns.rows,
                                keys=columns.key, explicit=columns.partition, sizes=sizes,
                                sticky=self._partitioner, ignore_keys=self._ignore_keys,
@@ -382,25 +376,14 @@ class KafkaProducer:
                 break
         return result
 
-    def _arrow_batch_size(self, topic: str) -> int:
-        """The uncompressed bytes of the batches ``send_arrow`` builds for ``topic``: the bulk
-        batch size (bulk.py); with a codec, as many bytes as are expected to compress to it
-        (compression_ratio.py, as Java counts ``batch.size``), at most a quarter of
-        ``buffer.memory``."""
-        ratios = self._accumulator.compression_ratios
-        if ratios is None:
-            return self._bulk_batch_size
-        return ratios.uncompressed_budget(topic, HEADER_SIZE, self._bulk_batch_size,
-                                          cap=max(self._bulk_batch_size, self.config.buffer_memory // 4))
-
     def _queue_batches(self, batches: list, result: ArrowSendResult) -> KafkaError | None:
         """Hand encoded batches to the accumulator in order; each may wait ``max.block.ms`` for
         memory. On a failure, the batches not queued fail in ``result`` with its error, which is
         returned."""
         for index, (tp, encoded) in enumerate(batches):
             try:
-                self._accumulator.append_batch(tp, encoded.builder, result, self._max_block_ms,
-                                               self._clock.monotonic_ms())
+                self._accumulator.queue_encoded_batch(tp, encoded.builder, result, self._max_block_ms,
+                                                      self._clock.monotonic_ms())
             except KafkaError as error:
                 for left_tp, left in batches[index:]:
                     result.not_queued(error, left_tp, left.record_count)
@@ -498,10 +481,6 @@ class KafkaProducer:
         if route is None:
             route = routes[topic] = _TopicRoute(snapshot, topic)
         return route
-
-    def _view(self, snapshot: ClusterSnapshot, topic: str) -> TopicPartitions:
-        """The topic as the sticky partitioner sees it, cached per metadata snapshot."""
-        return self._route(snapshot, topic).view
 
     # --- transactions ---------------------------------------------------------------------------
 

@@ -56,7 +56,7 @@ class ProducerBatch:
     """Records for one partition, their futures and their retry bookkeeping."""
 
     __slots__ = ("topic_partition", "created_ms", "buffer", "completion", "attempts",
-                 "last_attempt_ms", "last_append_size", "last_append_filled", "drained_ms", "retry_backoff_ms",
+                 "last_attempt_ms", "last_append_size", "last_append_full", "drained_ms", "retry_backoff_ms",
                  "in_flight", "link", "_builder", "_last_append_ms", "_in_retry", "_appends_closed",
                  "_closed", "_size_in_bytes", "_sequence_reset", "_final_state", "_built")
 
@@ -69,7 +69,7 @@ class ProducerBatch:
         self.completion = BatchCompletion(tp)
         self.attempts = 0
         self.last_append_size = 0  # bytes the last successful try_append added
-        self.last_append_filled = False  # whether it left no room: is_full, as of that append
+        self.last_append_full = False  # whether it left no room: is_full, as of that append
         self.last_attempt_ms = created_ms
         self.drained_ms = created_ms
         self.retry_backoff_ms = 0  # the backoff before the current retry (set by the accumulator)
@@ -99,7 +99,7 @@ class ProducerBatch:
             return None
         self._last_append_ms = now_ms
         self.last_append_size = builder.last_append_size
-        self.last_append_filled = builder.last_append_full
+        self.last_append_full = builder.last_append_full
         if callback is not None and isinstance(callback, DeliveryTally):
             self.completion.count_for(callback, offset_delta)  # per batch: no callback on the future
             callback = None

@@ -5,7 +5,7 @@ table gives each one's meaning and default. What :class:`SinkConfig` makes of th
 
 - ``kafka.<property>``: a producer property (``config.ProducerConfig``), prefix stripped
   (``kafka.linger.ms=20`` -> ``linger.ms=20``); ``kafka.bootstrap.servers`` is required. Unless
-  ``kafka.batch.size`` is given, the sink sets it for bulk writes (``producer/bulk.py``).
+  ``kafka.batch.size`` is given, the sink sets it for bulk writes (``producer/batch_size.py``).
 - ``topic`` (blanks trimmed) overrides the ``topic`` column, which is then not read at all.
 - Sink-only: ``producer.cache.timeout``, a duration (``"10m"``, ``"30s"``, ``"1h"``, ``"500ms"``;
   no suffix: ms) or an int of ms, default ``10m`` as Spark's ``spark.kafka.producer.cache.timeout``;
@@ -48,7 +48,7 @@ from typing import Any, Mapping
 
 from ..config import JAVA_ONLY, PROPERTIES, ProducerConfig
 from ..errors import ConfigError
-from ..producer.bulk import bulk_batch_size
+from ..producer.batch_size import with_bulk_batch_size
 from ..producer.topics import topic_name_problem
 
 KAFKA_PREFIX = "kafka."
@@ -269,8 +269,7 @@ class SinkConfig:
             raise ConfigError(f"producer option (kafka.*): {error}") from None
         if producer_config.oauth_cb is not None:
             _check_shippable(producer_config.oauth_cb, given.get("kafka.oauth_cb", ("kafka.oauth_cb",))[0])
-        if not producer_config.is_set("batch.size"):  # a bulk writer's batches (producer/bulk.py)
-            producer_config = producer_config.with_overrides({"batch.size": bulk_batch_size(producer_config)})
+        producer_config = with_bulk_batch_size(producer_config)  # unless kafka.batch.size is set
         prefix = sink.get(TXN_PREFIX)
         if prefix is not None and not isinstance(prefix, str):
             raise ConfigError(f"option {TXN_PREFIX!r} must be a string, got {type(prefix).__name__}")

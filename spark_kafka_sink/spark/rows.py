@@ -42,7 +42,7 @@ class RowError(RecordContentError):
     Raised in the task; the message names the row's position in its partition."""
 
 
-class Record(NamedTuple):
+class SendArguments(NamedTuple):
     """The arguments of ``KafkaProducer.send`` for one row."""
 
     topic: str
@@ -90,7 +90,8 @@ def to_headers(value: Sequence[Any] | None, position: int) -> list[tuple[str, by
 
 
 class RowConverter:
-    """Turns rows of one validated schema into :class:`Record` values (one instance per task)."""
+    """Turns rows of one validated schema into :class:`SendArguments` values (one instance per
+    task)."""
 
     __slots__ = ("_value", "_key", "_topic", "_partition", "_headers", "_timestamp",
                  "_default_topic", "_topics_checked")
@@ -108,7 +109,7 @@ class RowConverter:
         self._default_topic = default_topic
         self._topics_checked: set[str] = set()
 
-    def convert(self, row: Sequence[Any], position: int) -> Record:
+    def convert(self, row: Sequence[Any], position: int) -> SendArguments:
         """The record for ``row``, the ``position``-th (from 0) row of the task's partition."""
         topic = self._default_topic if self._topic is None else self._row_topic(row[self._topic], position)
         index = self._key
@@ -119,7 +120,7 @@ class RowConverter:
         timestamp_ms = None if index is None else to_epoch_ms(row[index])
         index = self._headers
         headers = None if index is None else to_headers(row[index], position)
-        return Record(topic, to_bytes(row[self._value]), key, partition, timestamp_ms, headers)
+        return SendArguments(topic, to_bytes(row[self._value]), key, partition, timestamp_ms, headers)
 
     def salvage(self, row: Sequence[Any], error: BaseException, position: int) -> BadRecord:
         """What can be read of a row :meth:`convert` refused, for the error policy: its topic

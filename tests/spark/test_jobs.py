@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_sink.spark.jobs import (Columns, JobError, JobResult, parse_job_args, parse_trigger,
-                                         resolve_columns, total_metrics)
+from spark_kafka_sink.spark.jobs import (Columns, JobError, JobResult, match_source_columns,
+                                         parse_job_args, parse_trigger, total_metrics)
 from spark_kafka_sink.spark.submit import spark_submit_command
 
 from ..helpers import create_topic
@@ -122,9 +122,10 @@ def test_triggers():
 
 
 def test_missing_columns_are_named_with_the_available_ones():
-    assert resolve_columns(Columns("USER_ID", None), ["event_id", "user_id"]) == Columns("user_id", None)
+    assert match_source_columns(Columns("USER_ID", None), ["event_id", "user_id"]) == \
+        Columns("user_id", None)
     with pytest.raises(JobError) as caught:
-        resolve_columns(Columns(None, "payload"), ["event_id", "user_id"])
+        match_source_columns(Columns(None, "payload"), ["event_id", "user_id"])
     assert str(caught.value) == ("--value-column 'payload': the source has no such column; its "
                                  "columns are: event_id, user_id")
 

@@ -12,7 +12,7 @@ runs the steps in this order, each in its own module:
    row sizes :func:`.send.row_sizes` measures, for the sticky runs);
 4. encode and append: :mod:`.send` encodes the rows into record batches in bounded chunks, each
    record checked against the size limits first, and orders the batches into turns for the
-   accumulator's ``append_batch``.
+   accumulator's ``queue_encoded_batch``.
 
 Nothing is imported here: pyarrow loads with the first Arrow send only.
 """

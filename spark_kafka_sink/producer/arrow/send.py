@@ -14,7 +14,7 @@ The steps, each over whole columns (no Python loop over rows):
    bounded size (:func:`row_chunks`), so one send holds at most one chunk's encoded copy beyond
    ``buffer.memory``; every chunk is size-checked before the first is queued;
 5. queue the batches, one partition after another in turns so that every leader gets work early,
-   with :meth:`~.accumulator.RecordAccumulator.append_batch`: memory from the buffer pool (this
+   with :meth:`~.accumulator.RecordAccumulator.queue_encoded_batch`: memory from the buffer pool (this
    blocks within ``max.block.ms`` when the pool is exhausted: backpressure), then the ordinary
    sender path (drain per leader, idempotent sequences, retries, expiry, metrics).
 

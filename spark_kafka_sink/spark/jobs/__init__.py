@@ -3,7 +3,7 @@
 The two scripts are thin so that everything here can be tested without ``spark-submit``:
 
 - :mod:`.args`: :func:`parse_job_args` turns the command line into a :class:`JobSpec`;
-- :mod:`.frame`: reading the source, :func:`resolve_columns` and :func:`to_kafka_frame`;
+- :mod:`.frame`: reading the source, :func:`match_source_columns` and :func:`to_kafka_frame`;
 - :mod:`.run`: :func:`run_stream` / :func:`run_batch`, the :class:`JobResult`, :func:`summary`
   and the scripts' entry point :func:`main`.
 
@@ -13,11 +13,11 @@ How the demo and the tests launch the scripts is not the jobs' business: see
 
 from ...errors import JobError
 from .args import BOOTSTRAP_ENV, FORMATS, Columns, JobSpec, Source, Trigger, parse_job_args, parse_trigger
-from .frame import resolve_columns, to_kafka_frame
+from .frame import match_source_columns, to_kafka_frame
 from .run import BatchReport, JobResult, main, run_batch, run_stream, summary, total_metrics, write_metrics_json
 
 __all__ = [
     "BOOTSTRAP_ENV", "FORMATS", "BatchReport", "Columns", "JobError", "JobResult", "JobSpec",
-    "Source", "Trigger", "main", "parse_job_args", "parse_trigger", "resolve_columns", "run_batch",
-    "run_stream", "summary", "to_kafka_frame", "total_metrics", "write_metrics_json",
+    "Source", "Trigger", "main", "match_source_columns", "parse_job_args", "parse_trigger",
+    "run_batch", "run_stream", "summary", "to_kafka_frame", "total_metrics", "write_metrics_json",
 ]

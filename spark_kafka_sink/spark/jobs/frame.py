@@ -1,4 +1,4 @@
-"""Reading the jobs' source and shaping it for the sink: :func:`resolve_columns` checks
+"""Reading the jobs' source and shaping it for the sink: :func:`match_source_columns` checks
 ``--key-column`` / ``--value-column`` against the source's columns (before anything is written);
 :func:`to_kafka_frame` then shapes any DataFrame into the sink's ``key`` / ``value`` columns
 (default value: the whole row as JSON, ``to_json(struct(*))``). pyspark is imported inside the
@@ -14,7 +14,7 @@ from ...errors import JobError
 from .args import SCHEME, Columns, Source
 
 
-def resolve_columns(columns: Columns, available: Sequence[str]) -> Columns:
+def match_source_columns(columns: Columns, available: Sequence[str]) -> Columns:
     """``columns`` with each name as the source spells it (Spark matches names without case);
     ``JobError`` naming the flag and listing the source's columns for a name it lacks."""
 
@@ -41,7 +41,7 @@ def to_kafka_frame(df: Any, columns: Columns) -> Any:
     """
     from pyspark.sql import functions as F
 
-    resolved = resolve_columns(columns, df.columns)
+    resolved = match_source_columns(columns, df.columns)
     types = {f.name: f.dataType for f in df.schema.fields}
     if resolved.value is None:
         value = F.to_json(F.struct(*[_col(name) for name in df.columns]))
@@ -73,7 +73,7 @@ def _as_text_or_bytes(name: str, data_type: Any) -> Any:
 
 # --- reading the source ------------------------------------------------------------------------
 
-def read_batch(spark: Any, source: Source) -> Any:
+def read_source_batch(spark: Any, source: Source) -> Any:
     """The source as a batch DataFrame (CSV with a header line and inferred column types)."""
     reader = spark.read.format(source.format).options(**source.reader_options())
     if source.schema:
@@ -83,7 +83,7 @@ def read_batch(spark: Any, source: Source) -> Any:
     return reader.load(source.path)
 
 
-def read_stream(spark: Any, source: Source) -> Any:
+def read_source_stream(spark: Any, source: Source) -> Any:
     """The source as a streaming DataFrame. A file stream needs its schema up front: the given
     DDL, or the one a batch read of the files there now infers."""
     schema = source.schema or _inferred_schema(spark, source)
@@ -99,4 +99,4 @@ def _inferred_schema(spark: Any, source: Source) -> Any:
             not p.name.startswith(("_", ".")) for p in local.iterdir()):
         raise JobError(f"--source {source.path!r} has no files to infer the schema from; add files "
                        f"or pass --schema 'col TYPE, ...'")
-    return read_batch(spark, source).schema
+    return read_source_batch(spark, source).schema

@@ -16,7 +16,7 @@ from typing import IO, Any, Mapping, Sequence
 
 from ...errors import JobError
 from .args import JobSpec, Trigger, parse_job_args
-from .frame import read_batch, read_stream, to_kafka_frame
+from .frame import read_source_batch, read_source_stream, to_kafka_frame
 
 _POLL_S = 1.0
 
@@ -114,7 +114,7 @@ def _sink(spec: JobSpec) -> Any:
 def run_batch(spark: Any, spec: JobSpec) -> JobResult:
     """Read the source once and write it with ``KafkaSink.write``."""
     sink = _sink(spec)
-    frame = to_kafka_frame(read_batch(spark, spec.source), spec.columns)
+    frame = to_kafka_frame(read_source_batch(spark, spec.source), spec.columns)
     started = time.monotonic()
     sink.write(frame)
     seconds = time.monotonic() - started
@@ -128,7 +128,7 @@ def run_stream(spark: Any, spec: JobSpec, progress: IO[str] | None = None) -> Jo
     ``progress`` (default stderr). ``JobError`` if ``--timeout`` runs out first."""
     progress = sys.stderr if progress is None else progress
     sink = _sink(spec)
-    frame = to_kafka_frame(read_stream(spark, spec.source), spec.columns)
+    frame = to_kafka_frame(read_source_stream(spark, spec.source), spec.columns)
     trigger = spec.trigger or Trigger()
     started = time.monotonic()
     query = (frame.writeStream.foreachBatch(sink).option("checkpointLocation", spec.checkpoint)

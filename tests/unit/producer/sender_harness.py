@@ -178,7 +178,14 @@ class Harness:
                                    (topics or self.topics)))
 
     def append(self, tp: TopicPartition, value: bytes = b"v" * 10, key: bytes | None = b"k"):
-        return self.accumulator.append(tp, TS, key, value, None, None, 0, self.now).future
+        return self.append_record(tp, TS, key, value)
+
+    def append_record(self, tp: TopicPartition, timestamp_ms: int, key: bytes | None,
+                      value: bytes | None, headers=None, callback=None):
+        """One record appended to ``tp`` as ``send()`` would (no wait for memory); its future."""
+        future, *_ = self.accumulator.append(self.accumulator.partition_queue(tp), timestamp_ms, key,
+                                             value, headers, callback, 0, self.now)
+        return future
 
     # --- what the brokers saw ---------------------------------------------------------------------
 

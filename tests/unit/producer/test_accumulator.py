@@ -19,6 +19,8 @@ from spark_kafka_sink.producer.accumulator import (
     NO_DELAY_LIMIT_MS,
     ReadyCheckResult,
     RecordAccumulator,
+    RecordAppendResult,
+    StickyTarget,
 )
 from spark_kafka_sink.producer.buffer_pool import BufferPool
 from spark_kafka_sink.producer.transactions.idempotence import Idempotence
@@ -58,7 +60,8 @@ class Setup:
         return self.clock.monotonic_ms()
 
     def append(self, tp=T0, value=b"v" * 50, key=b"key", callback=None, max_block_ms=0):
-        return self.accumulator.append(tp, TS, key, value, None, callback, max_block_ms, self.now)
+        return RecordAppendResult(*self.accumulator.append(self.accumulator.partition_queue(tp), TS, key,
+                                                           value, None, callback, max_block_ms, self.now))
 
     def fill(self, tp=T0, full_batches: int = 1) -> None:
         """Append until ``tp`` has ``full_batches`` full batches (and one more, just started)."""
@@ -99,14 +102,14 @@ def tps(batches) -> list[TopicPartition]:
 def test_append_fills_the_last_batch_then_starts_a_new_one():
     s = setup()
     first = s.append()
-    assert (first.new_batch_created, first.batch_is_full) == (True, False)
+    assert (first.new_batch_created, first.batch_full) == (True, False)
     assert first.appended_bytes == s.accumulator.queued_batches(T0)[0].estimated_size_in_bytes
     second = s.append()
-    assert (second.new_batch_created, second.batch_is_full) == (False, False)
+    assert (second.new_batch_created, second.batch_full) == (False, False)
     assert 50 < second.appended_bytes < 80
     results = [s.append() for _ in range(30)]
     started = [i for i, r in enumerate(results) if r.new_batch_created]
-    assert started and all(r.batch_is_full for r in results[started[0]:])
+    assert started and all(r.batch_full for r in results[started[0]:])
     assert s.accumulator.queue_size(T0) == 2
     assert s.pool.available_memory == 64 * 1024 - 2 * BATCH_SIZE
 
@@ -514,7 +517,7 @@ def test_append_throughput():
     accumulator = RecordAccumulator(batch_size=16384, linger_ms=5, retry_backoff_ms=100,
                                     retry_backoff_max_ms=1000, delivery_timeout_ms=120_000,
                                     buffer_pool=pool)
-    partitions = [TopicPartition("bench", p) for p in range(6)]
+    partitions = [accumulator.partition_queue(TopicPartition("bench", p)) for p in range(6)]
     keys = [b"k%d" % i for i in range(100)]
     value = b"x" * 100
     count = 100_000
@@ -540,8 +543,9 @@ def test_sticky_appends_stay_on_one_partition_for_a_batch_then_switch():
     s, _, view = sticky_setup()
     chosen = []
     for _ in range(60):  # ~3.5 batches' worth of bytes
-        result = s.accumulator.append_sticky("t", view, TS, None, b"v" * 50, None, None, 0, s.now)
-        chosen.append(result.future.topic_partition.partition)
+        future, *_ = s.accumulator.append(StickyTarget("t", view), TS, None, b"v" * 50, None, None, 0,
+                                          s.now)
+        chosen.append(future.topic_partition.partition)
     per_batch = BATCH_SIZE // 70
     assert len(set(chosen[:per_batch])) == 1  # sticky for (at least) a batch
     assert len(set(chosen)) >= 2
@@ -598,32 +602,32 @@ def test_ready_looks_leaders_up_again_for_a_new_metadata_snapshot():
     assert s.ready().ready_nodes == {2}
 
 
-def test_append_to_a_queue_handle_is_append_to_its_partition():
-    """The producer's fast path (``partition_queue`` once, then ``append_to``) against ``append``:
-    the same batches, futures, flags and sizes, record for record."""
-    general, handle_path = setup(), setup()
-    queue = handle_path.accumulator.partition_queue(T0)
-    assert handle_path.accumulator.partition_queue(T0) is queue  # a stable handle
-    for i in range(40):
-        value = b"v" * (30 + 7 * i)
-        a = general.accumulator.append(T0, TS + i, b"key", value, None, None, 0, general.now)
-        future, batch_is_full, new_batch_created, appended_bytes = handle_path.accumulator.append_to(
-            queue, TS + i, b"key", value, None, None, 0, handle_path.now)
-        assert (a.batch_is_full, a.new_batch_created, a.appended_bytes) == \
-            (batch_is_full, new_batch_created, appended_bytes)
-        assert a.future.topic_partition == future.topic_partition == T0
-        last = handle_path.accumulator.queued_batches(T0)[-1]
-        assert last.last_append_filled == last.is_full or new_batch_created
-    assert [batch.records() if batch.close() is None else None
-            for batch in general.accumulator.queued_batches(T0)] == \
-        [batch.records() if batch.close() is None else None
-         for batch in handle_path.accumulator.queued_batches(T0)]
-
-
-def test_append_to_refuses_records_once_closed():
+def test_append_reports_the_state_it_left():
+    """``append``'s flags and size, record for record, against the partition's deque afterwards:
+    ``batch_full`` is "a batch of the partition is full", ``new_batch_created`` "the deque grew",
+    ``appended_bytes`` what the record added (a new batch: its whole size)."""
     s = setup()
     queue = s.accumulator.partition_queue(T0)
-    s.accumulator.append_to(queue, TS, b"k", b"v", None, None, 0, s.now)
+    assert s.accumulator.partition_queue(T0) is queue  # a stable handle
+    for i in range(40):
+        before = s.accumulator.queued_batches(T0)
+        size_before = before[-1].estimated_size_in_bytes if before else 0
+        future, batch_full, new_batch_created, appended_bytes = s.accumulator.append(
+            queue, TS + i, b"key", b"v" * (30 + 7 * i), None, None, 0, s.now)
+        after = s.accumulator.queued_batches(T0)
+        last = after[-1]
+        assert future.topic_partition == T0
+        assert new_batch_created == (len(after) > len(before))
+        assert batch_full == (len(after) > 1 or last.is_full)
+        assert last.last_append_full == last.is_full or new_batch_created
+        assert appended_bytes == last.estimated_size_in_bytes - (0 if new_batch_created else size_before)
+    assert s.accumulator.queue_size(T0) > 2
+
+
+def test_append_refuses_records_once_closed():
+    s = setup()
+    queue = s.accumulator.partition_queue(T0)
+    s.accumulator.append(queue, TS, b"k", b"v", None, None, 0, s.now)
     s.accumulator.close()
     with pytest.raises(ProducerClosedError, match="Producer closed while send in progress"):
-        s.accumulator.append_to(queue, TS, b"k", b"v", None, None, 0, s.now)
+        s.accumulator.append(queue, TS, b"k", b"v", None, None, 0, s.now)

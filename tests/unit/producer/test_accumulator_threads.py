@@ -2,7 +2,7 @@
 decoded: each must be a valid batch whose records have offset deltas 0..n-1, and every record
 must be in exactly one of them. This is what the per-deque lock (Java synchronises on the deque)
 guarantees; without it, two threads append into the same batch at once. A tiny GIL switch
-interval makes the threads interleave inside ``append_to``; the sticky path (records without a
+interval makes the threads interleave inside ``append``; the sticky path (records without a
 key), which takes the same lock its own way, gets the same check."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from spark_kafka_sink.producer.accumulator import RecordAccumulator
+from spark_kafka_sink.producer.accumulator import RecordAccumulator, StickyTarget
 from spark_kafka_sink.producer.buffer_pool import BufferPool
 from spark_kafka_sink.producer.partitioner import StickyPartitioner, TopicPartitions
 from spark_kafka_sink.record import read_batches
@@ -77,7 +77,7 @@ def test_concurrent_sends_into_one_partition_make_valid_batches(tiny_switch_inte
     queue = accumulator.partition_queue(TP)             # send() caches this handle per partition
 
     def append(value: bytes) -> None:
-        accumulator.append_to(queue, 1_700_000_000_000, b"k", value, None, None, 0, 0)
+        accumulator.append(queue, 1_700_000_000_000, b"k", value, None, None, 0, 0)
 
     _appends_from_threads(append)
     _check_batches(accumulator)
@@ -85,10 +85,10 @@ def test_concurrent_sends_into_one_partition_make_valid_batches(tiny_switch_inte
 
 def test_concurrent_sticky_appends_make_valid_batches(tiny_switch_interval):
     accumulator = _accumulator(partitioner=StickyPartitioner(4096, rng=random.Random(1)))
-    view = TopicPartitions(1, (0,))                     # one partition: every record goes to TP
+    sticky = StickyTarget("t", TopicPartitions(1, (0,)))  # one partition: every record goes to TP
 
     def append(value: bytes) -> None:
-        accumulator.append_sticky("t", view, 1_700_000_000_000, None, value, None, None, 0, 0)
+        accumulator.append(sticky, 1_700_000_000_000, None, value, None, None, 0, 0)
 
     _appends_from_threads(append)
     _check_batches(accumulator)

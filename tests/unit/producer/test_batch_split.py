@@ -59,7 +59,7 @@ class LimitedHarness(Harness):
 
     def send(self, values, *, tp=T0, callback=None, headers=None, keys=None):
         keys = keys or [b"k%d" % i for i in range(len(values))]
-        return [self.accumulator.append(tp, TS + i, key, value, headers, callback, 0, self.now).future
+        return [self.append_record(tp, TS + i, key, value, headers, callback)
                 for i, (key, value) in enumerate(zip(keys, values))]
 
     def settle(self, futures) -> None:
@@ -262,7 +262,7 @@ def test_an_arrow_batch_is_split_and_its_result_counts_every_row_once():
     [encoded] = encode_batches(pa.array(values, pa.binary()), pa.array([b"a"] * 11, pa.binary()),
                                timestamp_ms=TS, batch_size=16_384)
     result = ArrowSendResult(11)
-    batch = h.accumulator.append_batch(T0, encoded.builder, result, 0, h.now)
+    batch = h.accumulator.queue_encoded_batch(T0, encoded.builder, result, 0, h.now)
     h.run_until(result.done, max_steps=200)
     h.run_until(lambda: not h.accumulator.has_incomplete(), max_steps=50)
     assert (result.acked, result.failed) == (10, 1)

@@ -1,5 +1,5 @@
-"""The compression ratio estimate (``producer/compression_ratio.py``): Java's steps, and what
-``send_arrow`` and the drain take from it."""
+"""The compression ratio estimate (``producer/compression_ratio.py``): Java's steps, and the
+sizes the drain expects from it (``send_arrow``'s budget: test_batch_size.py)."""
 
 from __future__ import annotations
 
@@ -29,15 +29,10 @@ def test_a_worse_batch_moves_the_estimate_up_at_once():
     assert ratios.observe("t", 0, 0) == pytest.approx(0.9)                                # an empty batch: nothing
 
 
-def test_budgets_and_expected_sizes_follow_the_estimate():
+def test_expected_sizes_follow_the_estimate():
     ratios = CompressionRatioEstimator()
-    # no gain assumed yet: batch.size as it is, and a batch is expected 5% larger than its bytes
-    assert ratios.uncompressed_budget("t", 61, 16_384, cap=1 << 20) == 16_384
+    # no gain assumed yet: a batch is expected 5% larger than its bytes
     assert ratios.estimated_size("t", 61, 1_000) == 61 + int(1_000 * ESTIMATION_FACTOR)
     for _ in range(300):
         ratios.observe("t", 10_000, 1_000)  # 0.1
-    budget = ratios.uncompressed_budget("t", 61, 16_384, cap=1 << 20)
-    assert budget == 61 + int((16_384 - 61) / (0.1 * ESTIMATION_FACTOR))  # ~155 KiB that shrink to 16 KiB
-    assert ratios.estimated_size("t", 61, budget - 61) <= 16_384 + 1
-    assert ratios.uncompressed_budget("t", 61, 16_384, cap=100_000) == 100_000  # capped
-    assert ratios.uncompressed_budget("t", 61, 16_384, cap=1_000) == 16_384      # never below batch.size
+    assert ratios.estimated_size("t", 61, 10_000) == 61 + int(10_000 * 0.1 * ESTIMATION_FACTOR)

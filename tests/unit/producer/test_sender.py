@@ -257,7 +257,7 @@ def test_a_tally_keeping_refused_records_gets_them_decoded_not_failed():
                                                        "no key"}]})
     tally = DeliveryTally(keep_refused=True)
     for i in range(3):
-        h.accumulator.append(T0, 5, f"k{i}".encode(), f"v{i}".encode(), [("h", b"x")], tally, 0, h.now)
+        h.append_record(T0, 5, f"k{i}".encode(), f"v{i}".encode(), [("h", b"x")], tally)
     h.run_until(lambda: tally.completed == 3, advance_ms=10)
     assert (tally.acked, tally.failed, tally.refused, tally.first_failure) == (2, 0, 1, None)
     refused, = tally.take_refused()
@@ -277,7 +277,7 @@ def test_a_batch_refused_as_corrupt_without_naming_records_is_a_failure_not_refu
     h.script(T0, *[{"error_code": 2}] * 3)
     tally = DeliveryTally(keep_refused=True)
     for i in range(3):
-        h.accumulator.append(T0, 5, f"k{i}".encode(), f"v{i}".encode(), None, tally, 0, h.now)
+        h.append_record(T0, 5, f"k{i}".encode(), f"v{i}".encode(), None, tally)
     h.run_until(lambda: tally.completed == 3, advance_ms=200)
     assert (tally.acked, tally.failed, tally.refused) == (0, 3, 0)
     assert isinstance(tally.first_failure.error, CorruptMessageError)
@@ -289,7 +289,7 @@ def test_a_single_record_refused_as_corrupt_is_kept_as_refused():
     h.bootstrap()
     h.script(T0, {"error_code": 2})
     tally = DeliveryTally(keep_refused=True)
-    h.accumulator.append(T0, 5, b"k", b"v", None, tally, 0, h.now)
+    h.append_record(T0, 5, b"k", b"v", None, tally)
     h.run_until(lambda: tally.completed == 1, advance_ms=10)
     assert (tally.acked, tally.failed, tally.refused) == (0, 0, 1)
     assert isinstance(tally.take_refused()[0].error, CorruptMessageError)

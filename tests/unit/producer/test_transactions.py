@@ -273,8 +273,7 @@ def test_a_record_the_broker_refuses_alone_aborts_unless_its_sender_keeps_refuse
     begin(h)
     h.script(TP0, {"error_code": 87, "record_errors": [{"batch_index": 1}]})
     tally = DeliveryTally(keep_refused=True) if kept else None
-    futures = [h.accumulator.append(TP0, 5, None, f"v{i}".encode(), None, tally, 0, h.now).future
-               for i in range(3)]
+    futures = [h.append_record(TP0, 5, None, f"v{i}".encode(), None, tally) for i in range(3)]
     h.run_until(lambda: all(f.done() for f in futures), advance_ms=10)
     if not kept:
         assert h.transaction_manager.state is S.ABORTABLE_ERROR

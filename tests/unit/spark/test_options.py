@@ -230,7 +230,7 @@ def test_secrets_never_appear_in_repr_redacted_or_errors():
 
 def test_redacted_shows_only_what_differs_from_the_defaults():
     config = make(topic="events", **{"kafka.linger.ms": 10, "producer.cache.timeout": "1m"})
-    # kafka.batch.size: the sink's own choice for bulk writes (producer/bulk.py), shown as it is used
+    # kafka.batch.size: the sink's own choice for bulk writes (producer/batch_size.py), shown as it is used
     assert config.redacted() == {"kafka.bootstrap.servers": "localhost:9092", "kafka.linger.ms": 10,
                                  "kafka.batch.size": 1 << 20, "topic": "events",
                                  "producer.cache.timeout": "60000ms"}

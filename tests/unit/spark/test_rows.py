@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import Row
 from pyspark.sql.types import TimestampType
 
-from spark_kafka_sink.spark.rows import Record, RowConverter, RowError, to_bytes, to_epoch_ms
+from spark_kafka_sink.spark.rows import RowConverter, RowError, SendArguments, to_bytes, to_epoch_ms
 from spark_kafka_sink.spark.schema import Column, Kind, WriteSchema
 
 UTC = datetime.timezone.utc
@@ -30,20 +30,21 @@ def test_every_column_is_read_by_position():
     ts = datetime.datetime(2024, 5, 6, 7, 8, 9, 123_456, tzinfo=UTC)
     headers = [Row(key="a", value=bytearray(b"1")), Row(key="b", value=None)]
     record = RowConverter(FULL, None).convert(full_row(headers=headers, timestamp=ts), 0)
-    assert record == Record("t", b"v", b"k", 1, int(ts.timestamp()) * 1000 + 123, [("a", b"1"), ("b", None)])
+    assert record == SendArguments("t", b"v", b"k", 1, int(ts.timestamp()) * 1000 + 123,
+                                   [("a", b"1"), ("b", None)])
     assert type(record.value) is bytes and type(record.key) is bytes
     assert type(record.headers[0][1]) is bytes
 
 
 def test_nulls_become_none():
     record = RowConverter(FULL, None).convert(full_row(key=None, value=None, partition=None), 3)
-    assert record == Record("t", None, None, None, None, None)
+    assert record == SendArguments("t", None, None, None, None, None)
 
 
 def test_only_value_and_topic_option():
     schema = WriteSchema(value=Column("value", 1, Kind.STRING))
     record = RowConverter(schema, "events").convert(Row(other=5, value="héllo"), 0)
-    assert record == Record("events", "héllo".encode(), None, None, None, None)
+    assert record == SendArguments("events", "héllo".encode(), None, None, None, None)
 
 
 def test_topic_option_overrides_the_column():
