@@ -41,17 +41,23 @@ def _too_few(name: str, values: Sequence[float], baseline_samples: int, limit: s
                  f"only {len(values)} post-warm-up sample(s); needs more than {baseline_samples}")
 
 
-def rss_check(name: str, values_kb: Sequence[float], *, baseline_samples: int, tolerance: float) -> Check:
-    """RSS (KiB) stays within ±``tolerance`` of the baseline median."""
+def rss_check(name: str, values_kb: Sequence[float], *, baseline_samples: int, tolerance: float,
+              floor_samples: int | None = None) -> Check:
+    """RSS (KiB) stays within ±``tolerance`` of the baseline median. ``floor_samples``: the lower
+    bound holds for the first that many values only (None: for all); the upper one for all."""
     limit = f"baseline ±{tolerance:.0%}"
     if (short := _too_few(name, values_kb, baseline_samples, limit)) is not None:
         return short
     baseline = statistics.median(values_kb[:baseline_samples])
+    floored = values_kb if floor_samples is None else values_kb[:max(floor_samples, baseline_samples)]
     low, high = min(values_kb), max(values_kb)
     lo_limit, hi_limit = baseline * (1 - tolerance), baseline * (1 + tolerance)
-    passed = all(abs(value - baseline) <= tolerance * baseline + 1e-9 for value in (low, high))
+    passed = (high <= hi_limit + 1e-9) and min(floored) >= lo_limit - 1e-9
     detail = (f"range {_pct(low, baseline)} .. {_pct(high, baseline)} of the baseline; "
               f"allowed {lo_limit / 1024:.1f} .. {hi_limit / 1024:.1f} MiB")
+    if len(floored) < len(values_kb):
+        detail += (f" (the lower bound for the first {len(floored)} sample(s) only, "
+                   f"lowest {min(floored) / 1024:.1f} MiB)")
     return Check(name, passed, baseline, low, high, limit, len(values_kb), detail)
 
 

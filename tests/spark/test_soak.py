@@ -13,7 +13,7 @@ nothing else in the test session disturbs, and a producer pool holding only the 
 timeout).
 
 The tolerances are those of the long run (bench/soak.py, bench/soak_check.py): RSS within ±15 %
-of the post-warm-up baseline, threads, fds and sockets at most a small fixed slack above it, the
+of the post-warm-up baseline (for a worker after its producer's eviction, at most 15 % above), threads, fds and sockets at most a small fixed slack above it, the
 Spark JVM's two BlockManager pools under their cap. 42 s cannot show a slow leak the way ten
 minutes do; it does show a leak per micro-batch (up to 42 of them) or per producer created and
 evicted (the probe evicts every worker's producer, and the samples after it are held to the
@@ -77,7 +77,9 @@ def test_rss_stays_within_15_percent_and_counts_stay_flat(soak):
         assert check["passed"], f"{name}: {check['detail']} (limit {check['limit']})\n{output}"
         if name.endswith("RSS"):
             assert check["limit"] == "baseline ±15%"
-            assert 0.85 * check["baseline"] <= check["low"] <= check["high"] <= 1.15 * check["baseline"]
+            assert check["low"] <= check["high"] <= 1.15 * check["baseline"]
+            if "sample(s) only" not in check["detail"]:  # a worker after its eviction: upper bound only
+                assert 0.85 * check["baseline"] <= check["low"]
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)

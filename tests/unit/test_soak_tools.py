@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.procstats import sample
+from bench.procstats import ProcSample, sample
+from bench.soak import serving_before_eviction
 from bench.soak_check import cap_check, flat_check, rss_check
 
 # --- criteria -----------------------------------------------------------------------------------
@@ -27,6 +28,32 @@ def test_rss_baseline_is_the_median_of_the_first_samples_and_bounds_every_sample
 @pytest.mark.parametrize("last, passed", [(115, True), (116, False), (85, True), (84, False)])
 def test_rss_limits_are_inclusive(last, passed):
     assert rss_check("x RSS", [100] * 5 + [last], baseline_samples=5, tolerance=0.15).passed is passed
+
+
+def test_the_lower_bound_can_stop_after_the_first_samples_the_upper_one_never_does():
+    dip = [100] * 5 + [101, 70, 80, 99]          # a drop after sample 6, then back
+    assert not rss_check("x RSS", dip, baseline_samples=5, tolerance=0.15).passed
+    check = rss_check("x RSS", dip, baseline_samples=5, tolerance=0.15, floor_samples=6)
+    assert check.passed and "first 6 sample(s) only" in check.detail
+    assert not rss_check("x RSS", [100] * 5 + [84, 70], baseline_samples=5, tolerance=0.15,
+                         floor_samples=6).passed          # 84 comes before the floor ends
+    assert not rss_check("x RSS", [100] * 5 + [101, 70, 116], baseline_samples=5, tolerance=0.15,
+                         floor_samples=6).passed          # growth fails wherever it occurs
+    # the baseline window is always floored
+    assert not rss_check("x RSS", [100, 60, 100, 100, 100, 100], baseline_samples=5,
+                         tolerance=0.15, floor_samples=1).passed
+
+
+def _worker(connections: int, rss_kb: int = 100) -> ProcSample:
+    return ProcSample(pid=1, rss_kb=rss_kb, threads=4, fds=10, sockets=connections,
+                      broker_connections=connections)
+
+
+def test_a_workers_rss_floor_ends_at_its_first_eviction():
+    assert serving_before_eviction([_worker(2)] * 4) is None
+    assert serving_before_eviction([_worker(0), _worker(2), _worker(2)]) is None  # not yet connected
+    assert serving_before_eviction([_worker(0), _worker(2), _worker(2), _worker(0), _worker(2)]) == 2
+    assert serving_before_eviction([_worker(2)] * 3 + [_worker(0)] * 2 + [_worker(2), _worker(0)]) == 3
 
 
 def test_too_few_samples_fail_rather_than_pass_vacuously():
