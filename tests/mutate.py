@@ -164,9 +164,9 @@ MUTANTS: list[Mutant] = [
     Mutant("txn-coordinator-moved-not-looked-up", TR,
            """        if code in _COORDINATOR_MOVED:
             self.manager.set_coordinator(None)
-            return Outcome.RETRY""",
+            return HandlerOutcome.RETRY""",
            """        if code in _COORDINATOR_MOVED:
-            return Outcome.RETRY""", TXN_TESTS),
+            return HandlerOutcome.RETRY""", TXN_TESTS),
     Mutant("txn-init-abortable-not-fatal", TR,
            "if body.error_code in _ABORTABLE:         # nothing to abort while initialising",
            "if False:", TXN_TESTS),

@@ -7,6 +7,8 @@
   module that does not exist.
 - "Time": in the producer's stack only ``clock.py`` reads the real clock, but for the one
   caller-side wait the map names.
+- "The exactly-once road" and "The dead-letter road": every module path and every code name they
+  quote exists, so a rename cannot leave a road pointing at nothing.
 """
 
 from __future__ import annotations
@@ -177,3 +179,143 @@ def test_only_clock_py_reads_the_real_clock_in_the_producer_stack():
             offenders.append(f"{name} reads the clock: {sorted(extra)}")
     assert not offenders, "\n".join(offenders)
     assert _clock_reads((PACKAGE / "clock.py").read_text()), "clock.py no longer reads the clock"
+
+
+# --- the roads ----------------------------------------------------------------------------------
+
+ROADS = ("### The exactly-once road", "### The dead-letter road")
+_IDENT = r"[A-Za-z_]\w*"
+_NAME = re.compile(rf"^({_IDENT})(?:\.({_IDENT}))?(?:\(\))?$")
+SPARK_NAMES = {"foreachBatch"}
+"""Spark's own names the roads quote (not this package's)."""
+
+
+def _road_literals() -> set[str]:
+    """Words the roads quote that are values, not names: the commit log's batch states and the
+    dead-letter stages, as the code spells them."""
+    from spark_kafka_sink.spark import dead_letters
+    from spark_kafka_sink.spark.commit_log import BatchState
+
+    return {state.value for state in BatchState} | {dead_letters.CONVERT, dead_letters.PRODUCE}
+
+
+def _road_references(text: str) -> tuple[set[str], set[str], set[tuple[str, str]]]:
+    """What a road quotes in backticks: module paths (``spark/sink.py``, under the package or the
+    repository), bare names (``run_task``, ``DeadLetters``) and ``Class.member`` pairs
+    (``ExactlyOnceDriver.begin_batch``). Anything else is a value or an expression, not checked:
+    ``df.rdd`` (an object's attribute), ``keep_refused=True``, ``<prefix>-0``, ``before-record``."""
+    paths: set[str] = set()
+    names: set[str] = set()
+    members: set[tuple[str, str]] = set()
+    for token in re.findall(r"`([^`\n]+)`", text):
+        if re.fullmatch(r"[\w/.]+\.py", token):
+            paths.add(token)
+            continue
+        match = _NAME.match(token)
+        if match is None:
+            continue
+        head, member = match.groups()
+        if member is None:
+            names.add(head)
+        elif head.lstrip("_")[:1].isupper():   # a class, private ones too (``_BatchSender``)
+            members.add((head, member))
+    return paths, names, members
+
+
+class _Definitions:
+    """The names the package's source defines: every function and class, the names a module or a
+    class body assigns, and the attributes methods set on ``self`` (local variables are no
+    definitions); per class, its own members and its bases' (by name, within the package)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.classes: dict[str, list[ast.ClassDef]] = {}
+        for path in PACKAGE.rglob("*.py"):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            self.names |= self._own(tree) | self._self_attributes(tree)
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    self.names.add(node.name)
+                if isinstance(node, ast.ClassDef):
+                    self.names |= self._own(node)
+                    self.classes.setdefault(node.name, []).append(node)
+
+    @staticmethod
+    def _own(owner: ast.Module | ast.ClassDef) -> set[str]:
+        """What the statements of a module's or a class's body define."""
+        found: set[str] = set()
+        for statement in owner.body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found.add(statement.name)
+            targets = statement.targets if isinstance(statement, ast.Assign) else (
+                [statement.target] if isinstance(statement, ast.AnnAssign) else [])
+            found |= {part.id for target in targets for part in ast.walk(target)
+                      if isinstance(part, ast.Name)}
+        return found
+
+    @staticmethod
+    def _self_attributes(node: ast.AST) -> set[str]:
+        """The ``self.<name>`` assigned anywhere under ``node``."""
+        return {part.attr for part in ast.walk(node)
+                if isinstance(part, ast.Attribute) and isinstance(part.ctx, ast.Store)
+                and isinstance(part.value, ast.Name) and part.value.id == "self"}
+
+    def members(self, name: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        """What class ``name`` (any class of that name) and its bases in the package define."""
+        found: set[str] = set()
+        for node in self.classes.get(name, ()):
+            found |= self._own(node) | self._self_attributes(node)
+            for base in node.bases:
+                if isinstance(base, ast.Name) and base.id not in seen:
+                    found |= self.members(base.id, seen | {name})
+        return found
+
+
+def _road(heading: str) -> str:
+    text = _section(heading)
+    assert text.strip(), f"docs/ARCHITECTURE.md has no text under {heading!r}"
+    return text
+
+
+def _unresolved(text: str, definitions: _Definitions) -> list[str]:
+    paths, names, members = _road_references(text)
+    missing = [path for path in sorted(paths)
+               if not (PACKAGE / path).is_file() and not (ROOT / path).is_file()]
+    allowed = _road_literals() | SPARK_NAMES
+    missing += [name for name in sorted(names - allowed) if name not in definitions.names]
+    missing += [f"{cls}.{member}" for cls, member in sorted(members)
+                if cls not in definitions.classes or member not in definitions.members(cls)]
+    return missing
+
+
+@pytest.fixture(scope="module")
+def definitions() -> _Definitions:
+    return _Definitions()
+
+
+@pytest.mark.parametrize("heading", ROADS)
+def test_every_module_and_name_a_road_quotes_exists(heading, definitions):
+    missing = _unresolved(_road(heading), definitions)
+    assert missing == [], f"docs/ARCHITECTURE.md's {heading[4:]!r} quotes what the code lacks"
+
+
+@pytest.mark.parametrize("heading", ROADS)
+def test_a_road_quotes_modules_and_names_to_check(heading):
+    paths, names, members = _road_references(_road(heading))
+    assert len(paths) >= 3 and len(names) >= 10 and len(members) >= 10, (heading, paths)
+
+
+def test_the_road_reader_tells_names_from_values(definitions):
+    paths, names, members = _road_references(
+        "`spark/sink.py`, `tests/spark/crash_job.py`, `run_task`, `KafkaProducer.send`, "
+        "`Outcome.check()`, `_BatchSender.send`, `df.rdd`, `keep_refused=True`, `<prefix>-0`, "
+        "`before-record`, `max.message.bytes`, `prepared`")
+    assert paths == {"spark/sink.py", "tests/spark/crash_job.py"}
+    assert names == {"run_task", "prepared"}
+    assert members == {("KafkaProducer", "send"), ("Outcome", "check"), ("_BatchSender", "send")}
+    assert _unresolved("`spark/sink.py` `run_task` `prepared` `KafkaProducer.send`",
+                       definitions) == []
+    assert _unresolved("`spark/sinks.py` `run_tasks` `KafkaProducer.sends` `NoSuchClass.send` "
+                       "`ArrowSendResult.rejected` `ArrowSendResult.acked` `BatchState.PREPARED` "
+                       "`FENCE_GAP` `lease`", definitions) == [
+        "spark/sinks.py", "lease", "run_tasks", "KafkaProducer.sends", "NoSuchClass.send"]

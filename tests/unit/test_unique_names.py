@@ -13,9 +13,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "spark_kafka_sink"
 
 ALLOWED = {
     "main": "each command's entry point, by convention",
-    # left for the transaction and exactly-once work on those modules: producer/transactions/
-    # requests.py (what a request handler made of its answer) and spark/task.py (a task's tallies)
-    "Outcome": "producer/transactions/requests.py and spark/task.py",
 }
 
 

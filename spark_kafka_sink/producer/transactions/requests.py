@@ -5,9 +5,10 @@
 
 A handler says what to send (:meth:`TxnRequestHandler.request_body`), where
 (:meth:`TxnRequestHandler.target_node`: the least-loaded node, or the coordinator), and turns the
-answer into an :class:`Outcome`: done, retry after ``retry.backoff.ms``, or a fatal error already
-reported to the :class:`~.manager.TransactionManager`. Nothing blocks. A handler lives for one
-request: a retry asks the manager again what to send, so a moved coordinator is looked up again.
+answer into a :class:`HandlerOutcome`: done, retry after ``retry.backoff.ms``, or a fatal error
+already reported to the :class:`~.manager.TransactionManager`. Nothing blocks. A handler lives
+for one request: a retry asks the manager again what to send, so a moved coordinator is looked up
+again.
 
 Threads: the handlers and :class:`TxnRequestSender` run on the producer's I/O thread (for
 :mod:`.resumable`, on the caller's thread, with no producer). They call the manager, which takes
@@ -64,7 +65,7 @@ log = logging.getLogger(__name__)
 NOTHING_TO_WAIT_FOR_MS = INT64_MAX
 
 
-class Outcome(enum.Enum):
+class HandlerOutcome(enum.Enum):
     """What a handler made of its answer."""
 
     DONE = "done"
@@ -97,14 +98,14 @@ class TxnRequestHandler(abc.ABC):
         """No version of the request is spoken by both sides: fatal by default."""
         self.manager.fatal_error(exc)
 
-    def handle_no_answer(self, response: ClientResponse) -> Outcome:
+    def handle_no_answer(self, response: ClientResponse) -> HandlerOutcome:
         """The connection dropped or the request timed out: retry by default."""
         log.info("%s to node %d got no answer (%s); retrying", self.api.name, response.node_id,
                  "timed out" if response.timed_out else "disconnected")
-        return Outcome.RETRY
+        return HandlerOutcome.RETRY
 
     @abc.abstractmethod
-    def handle_response(self, body: Any, node_id: int) -> Outcome:
+    def handle_response(self, body: Any, node_id: int) -> HandlerOutcome:
         """The outcome of the answer ``body`` from ``node_id``."""
 
     def on_retry(self) -> None:
@@ -141,17 +142,17 @@ class InitProducerIdHandler(TxnRequestHandler):
         self.manager.fatal_error(errors.UnsupportedVersionError(
             f"the idempotent producer needs InitProducerId v3 or later: {exc}"))
 
-    def handle_response(self, body: Any, node_id: int) -> Outcome:
+    def handle_response(self, body: Any, node_id: int) -> HandlerOutcome:
         error = errors.error_for(body.error_code, f"InitProducerId failed on node {node_id}; the "
                                  "idempotent producer cannot continue")
         if error is None:
             self.idempotence.set_producer_id_and_epoch(body.producer_id, body.producer_epoch)
-            return Outcome.DONE
+            return HandlerOutcome.DONE
         if error.retriable:
             log.info("InitProducerId failed with %s; retrying", error.name)
-            return Outcome.RETRY
+            return HandlerOutcome.RETRY
         self.manager.fatal_error(error)          # an unknown code too (UNKNOWN_SERVER_ERROR)
-        return Outcome.FATAL
+        return HandlerOutcome.FATAL
 
     def on_retry(self) -> None:
         self.manager.init_failed()
@@ -171,7 +172,7 @@ class CoordinatorRequestHandler(TxnRequestHandler):
     def target_node(self, client: NetworkClient, now_ms: int) -> Node | None:
         return self.manager.coordinator
 
-    def handle_no_answer(self, response: ClientResponse) -> Outcome:
+    def handle_no_answer(self, response: ClientResponse) -> HandlerOutcome:
         self.manager.set_coordinator(None)
         return super().handle_no_answer(response)
 
@@ -180,25 +181,25 @@ class CoordinatorRequestHandler(TxnRequestHandler):
                  self.api.name, node_id)
         self.manager.set_coordinator(None)
 
-    def handle_error(self, code: int, node_id: int) -> Outcome:
+    def handle_error(self, code: int, node_id: int) -> HandlerOutcome:
         """The outcome of error ``code`` (not NONE) that the handler does not treat itself."""
         error = errors.error_for(code, f"{self.api.name} for transactional.id "
                                  f"{self.manager.transactional_id!r} on node {node_id}")
         if code in _COORDINATOR_MOVED:
             self.manager.set_coordinator(None)
-            return Outcome.RETRY
+            return HandlerOutcome.RETRY
         if code in _RETRY:
             log.debug("%s: %s; retrying", self.api.name, error.name)
-            return Outcome.RETRY
+            return HandlerOutcome.RETRY
         if code in _FENCED:
             self.manager.fatal_error(steps.fenced_error(self.manager, error,
                                                         f"{self.api.name} on node {node_id}"))
-            return Outcome.FATAL
+            return HandlerOutcome.FATAL
         if code in _ABORTABLE:
             self.manager.abortable_error(error)
-            return Outcome.DONE
+            return HandlerOutcome.DONE
         self.manager.fatal_error(error)
-        return Outcome.FATAL
+        return HandlerOutcome.FATAL
 
 
 class FindCoordinatorHandler(TxnRequestHandler):
@@ -212,7 +213,7 @@ class FindCoordinatorHandler(TxnRequestHandler):
             return {"key_type": 1, "coordinator_keys": [key]}
         return {"key": key, "key_type": 1}
 
-    def handle_response(self, body: Any, node_id: int) -> Outcome:
+    def handle_response(self, body: Any, node_id: int) -> HandlerOutcome:
         if body.coordinators is not None and len(body.coordinators):   # v4+
             found = body.coordinators[0]
             code, message, node = found.error_code, found.error_message, found
@@ -223,14 +224,14 @@ class FindCoordinatorHandler(TxnRequestHandler):
             log.info("Discovered transaction coordinator %s for transactional.id %r",
                      coordinator, self.manager.transactional_id)
             self.manager.set_coordinator(coordinator)
-            return Outcome.DONE
+            return HandlerOutcome.DONE
         if code in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                     ErrorCode.NOT_COORDINATOR):
-            return Outcome.RETRY
+            return HandlerOutcome.RETRY
         self.manager.fatal_error(errors.error_for(
             code, f"could not find the transaction coordinator of transactional.id "
             f"{self.manager.transactional_id!r}" + (f": {message}" if message else "")))
-        return Outcome.FATAL
+        return HandlerOutcome.FATAL
 
 
 class TxnInitProducerIdHandler(CoordinatorRequestHandler):
@@ -248,21 +249,21 @@ class TxnInitProducerIdHandler(CoordinatorRequestHandler):
         self.manager.fatal_error(errors.UnsupportedVersionError(
             f"transactions need InitProducerId v3 or later: {exc}"))
 
-    def handle_response(self, body: Any, node_id: int) -> Outcome:
+    def handle_response(self, body: Any, node_id: int) -> HandlerOutcome:
         if body.error_code == ErrorCode.NONE:
             self.manager.transactional_init_done(body.producer_id, body.producer_epoch)
-            return Outcome.DONE
+            return HandlerOutcome.DONE
         if body.error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT:
             self.manager.fatal_error(errors.error_for(
                 body.error_code, f"transaction.timeout.ms ({self.manager.transaction_timeout_ms} ms) "
                 f"is refused by the brokers (node {node_id}): it is more than their "
                 "transaction.max.timeout.ms (15 minutes by default); lower it or raise theirs"))
-            return Outcome.FATAL
+            return HandlerOutcome.FATAL
         if body.error_code in _ABORTABLE:         # nothing to abort while initialising
             self.manager.fatal_error(errors.error_for(
                 body.error_code, f"InitProducerId for transactional.id "
                 f"{self.manager.transactional_id!r} on node {node_id}"))
-            return Outcome.FATAL
+            return HandlerOutcome.FATAL
         return self.handle_error(body.error_code, node_id)
 
 
@@ -287,7 +288,7 @@ class AddPartitionsToTxnHandler(CoordinatorRequestHandler):
                 "v3_and_below_topics": [{"name": topic, "partitions": partitions}
                                         for topic, partitions in by_topic.items()]}
 
-    def handle_no_answer(self, response: ClientResponse) -> Outcome:
+    def handle_no_answer(self, response: ClientResponse) -> HandlerOutcome:
         self.manager.partitions_not_added(self.partitions, retry=True)
         return super().handle_no_answer(response)
 
@@ -299,7 +300,7 @@ class AddPartitionsToTxnHandler(CoordinatorRequestHandler):
         self.manager.partitions_not_added(self.partitions, retry=False)
         super().on_unsupported_version(exc)
 
-    def handle_response(self, body: Any, node_id: int) -> Outcome:
+    def handle_response(self, body: Any, node_id: int) -> HandlerOutcome:
         failed: dict[TopicPartition, int] = {}
         for topic in body.results_by_topic_v3_and_below:
             for result in topic.results_by_partition:
@@ -308,7 +309,7 @@ class AddPartitionsToTxnHandler(CoordinatorRequestHandler):
                         result.partition_error_code
         if not failed:
             self.manager.partitions_added(self.partitions)
-            return Outcome.DONE
+            return HandlerOutcome.DONE
         codes = set(failed.values())
         unexpected = codes - {ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.TOPIC_AUTHORIZATION_FAILED}
         shared = next((code for code in unexpected if code in _COORDINATOR_MOVED | _RETRY | _FENCED
@@ -317,10 +318,10 @@ class AddPartitionsToTxnHandler(CoordinatorRequestHandler):
                                        ErrorCode.INVALID_TXN_STATE}), None)
         if shared == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             self.manager.partitions_not_added(self.partitions, retry=True)
-            return Outcome.RETRY
+            return HandlerOutcome.RETRY
         if shared is not None:
             outcome = self.handle_error(shared, node_id)
-            self.manager.partitions_not_added(self.partitions, retry=outcome is Outcome.RETRY)
+            self.manager.partitions_not_added(self.partitions, retry=outcome is HandlerOutcome.RETRY)
             return outcome
         self.manager.partitions_not_added(self.partitions, retry=False)
         detail = ", ".join(f"{tp.topic}-{tp.partition}: {errors.for_code(code).__name__}"
@@ -328,7 +329,7 @@ class AddPartitionsToTxnHandler(CoordinatorRequestHandler):
         self.manager.abortable_error(errors.KafkaError(
             f"Could not add partitions to the transaction of transactional.id "
             f"{self.manager.transactional_id!r}: {detail}"))
-        return Outcome.DONE
+        return HandlerOutcome.DONE
 
 
 class EndTxnHandler(CoordinatorRequestHandler):
@@ -347,10 +348,10 @@ class EndTxnHandler(CoordinatorRequestHandler):
                 "producer_id": pid_epoch.producer_id, "producer_epoch": pid_epoch.epoch,
                 "committed": self.committed}
 
-    def handle_response(self, body: Any, node_id: int) -> Outcome:
+    def handle_response(self, body: Any, node_id: int) -> HandlerOutcome:
         if body.error_code == ErrorCode.NONE:
             self.manager.end_txn_done(body.producer_id, body.producer_epoch)
-            return Outcome.DONE
+            return HandlerOutcome.DONE
         if body.error_code == ErrorCode.INVALID_TXN_STATE:
             timeout_ms = self.manager.transaction_timeout_ms
             what, other = ("commit", f"aborted (after transaction.timeout.ms ({timeout_ms} ms), "
@@ -362,7 +363,7 @@ class EndTxnHandler(CoordinatorRequestHandler):
                 f"{self.manager.producer_id_and_epoch.producer_id} epoch "
                 f"{self.manager.producer_id_and_epoch.epoch}: the coordinator has no open "
                 f"transaction of that producer to {what}; it was already {other}"))
-            return Outcome.FATAL
+            return HandlerOutcome.FATAL
         if body.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING and self.manager.resumed:
             self.manager.fatal_error(errors.error_for(
                 body.error_code, f"EndTxn({'commit' if self.committed else 'abort'}) for "
@@ -373,7 +374,7 @@ class EndTxnHandler(CoordinatorRequestHandler):
                 "transactional.id.expiration.ms), so whether this transaction was committed before "
                 "is unknown; if it was not, the coordinator aborted it after "
                 f"transaction.timeout.ms ({self.manager.transaction_timeout_ms} ms)"))
-            return Outcome.FATAL
+            return HandlerOutcome.FATAL
         return self.handle_error(body.error_code, node_id)
 
 
@@ -466,6 +467,6 @@ class TxnRequestSender:
             outcome = handler.handle_no_answer(response)
         else:
             outcome = handler.handle_response(response.body, response.node_id)
-        if outcome is Outcome.RETRY:
+        if outcome is HandlerOutcome.RETRY:
             handler.on_retry()
             self._not_before_ms = response.received_ms + self._retry_backoff_ms

@@ -9,7 +9,7 @@ import pytest
 from spark_kafka_sink.errors import IllegalStateError
 from spark_kafka_sink.producer.transactions.states import TransactionState
 from spark_kafka_sink.producer.transactions.requests import (
-    NOTHING_TO_WAIT_FOR_MS, InitProducerIdHandler, Outcome, TxnRequestSender,
+    NOTHING_TO_WAIT_FOR_MS, HandlerOutcome, InitProducerIdHandler, TxnRequestSender,
 )
 
 from .sender_harness import INIT_PRODUCER_ID, Harness
@@ -26,7 +26,7 @@ class ScriptedHandler(InitProducerIdHandler):
     def handle_response(self, body, node_id):
         self.seen.append(node_id)
         outcome = self.outcomes.pop(0)
-        if outcome is Outcome.DONE:
+        if outcome is HandlerOutcome.DONE:
             return super().handle_response(body, node_id)
         return outcome
 
@@ -50,7 +50,7 @@ def poll_until_answered(h, sender, handler, answers):
 
 
 def test_a_retry_waits_out_the_backoff_and_done_ends_the_request():
-    h, sender, handler = setup([Outcome.RETRY, Outcome.DONE])
+    h, sender, handler = setup([HandlerOutcome.RETRY, HandlerOutcome.DONE])
     poll_until_answered(h, sender, handler, 1)
     assert h.transaction_manager.state is TransactionState.UNINITIALIZED
     assert not sender.has_pending                               # a retry asks again what to send
@@ -65,7 +65,7 @@ def test_a_retry_waits_out_the_backoff_and_done_ends_the_request():
 
 
 def test_one_request_at_a_time():
-    h, sender, handler = setup([Outcome.DONE])
+    h, sender, handler = setup([HandlerOutcome.DONE])
     with pytest.raises(IllegalStateError, match="InitProducerId enqueued while InitProducerId is pending"):
         sender.enqueue(InitProducerIdHandler(h.idempotence, transaction_timeout_ms=60_000))
     for _ in range(5):
@@ -78,7 +78,7 @@ def test_one_request_at_a_time():
 
 
 def test_a_fatal_outcome_ends_the_request_and_is_not_retried():
-    h, sender, handler = setup([Outcome.FATAL])
+    h, sender, handler = setup([HandlerOutcome.FATAL])
     poll_until_answered(h, sender, handler, 1)
     assert not sender.has_pending
     h.clock.advance(1_000)
