@@ -43,8 +43,7 @@ from __future__ import annotations
 
 import json
 import logging
-import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum
 
 from ..admin import READ_COMMITTED, TopicDescription, create_topic, describe_topics, read_partition
@@ -193,9 +192,6 @@ class BatchRecord:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", BatchState.parse(self.state))
-
-    def with_state(self, state: BatchState) -> BatchRecord:
-        return replace(self, state=state, written_ms=int(time.time() * 1000))
 
     def to_json(self) -> bytes:
         value = {

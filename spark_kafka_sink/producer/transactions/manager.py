@@ -47,7 +47,7 @@ from ...errors import IllegalStateError, KafkaError, TransactionAbortedError
 from ...bytecodec import INT16_MAX
 from ...structs import Node, TopicPartition
 from .partition_map import ProducerIdAndEpoch
-from .states import TransactionalResult, TransactionState, next_state
+from .states import TransactionalResult, TransactionalStep, TransactionState, next_state
 
 NONE = ProducerIdAndEpoch.NONE  # type: ignore[attr-defined]
 
@@ -55,11 +55,6 @@ log = logging.getLogger(__name__)
 
 MAX_EPOCH = INT16_MAX
 
-# The transactional steps the sender sends, in the order they take precedence.
-FIND_COORDINATOR = "FindCoordinator"
-INIT_PRODUCER_ID = "InitProducerId"
-ADD_PARTITIONS = "AddPartitionsToTxn"
-END_TXN = "EndTxn"
 
 
 def fenced_error(manager: "TransactionManager", cause: BaseException, where: str) -> errors.ProducerFencedError:
@@ -142,11 +137,6 @@ class TransactionManager:
         """1, or 2 (KIP-890) when the cluster finalized ``transaction.version`` >= 2 at the start
         of the current transaction."""
         return self._transaction_version
-
-    @property
-    def end_committed(self) -> bool | None:
-        """The EndTxn the current completion sends: commit (True), abort (False), None."""
-        return self._end_committed
 
     @property
     def is_completing(self) -> bool:
@@ -385,9 +375,9 @@ class TransactionManager:
             return error
         return None
 
-    def next_transactional_step(self, has_incomplete_batches: bool) -> str | None:
-        """Which transactional request goes next (FIND_COORDINATOR, INIT_PRODUCER_ID,
-        ADD_PARTITIONS, END_TXN), or None. Completes a transaction that enrolled no partition
+    def next_transactional_step(self, has_incomplete_batches: bool) -> TransactionalStep | None:
+        """Which transactional request goes next (a :class:`~.states.TransactionalStep`: the
+        EndTxn ones say commit or abort), or None. Completes a transaction that enrolled no partition
         locally, as Java does: there is nothing to end on the broker."""
         with self._lock:
             state = self._state
@@ -404,10 +394,12 @@ class TransactionManager:
             if not (state is TransactionState.INITIALIZING or enrolling or ending):
                 return None
             if self.coordinator is None:
-                return FIND_COORDINATOR
+                return TransactionalStep.FIND_COORDINATOR
             if state is TransactionState.INITIALIZING:
-                return INIT_PRODUCER_ID
-            return ADD_PARTITIONS if enrolling else END_TXN
+                return TransactionalStep.INIT_PRODUCER_ID
+            if enrolling:
+                return TransactionalStep.ADD_PARTITIONS
+            return TransactionalStep.COMMIT if self._end_committed else TransactionalStep.ABORT
 
     def may_drain(self, tp: TopicPartition) -> bool:
         """The drain gate's transactional part (sender thread, under the partition's deque lock):

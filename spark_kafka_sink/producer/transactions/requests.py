@@ -55,10 +55,9 @@ from ...error_codes import ErrorCode
 from ...protocol.api_message import ApiMessage
 from ...protocol.apis import ADD_PARTITIONS_TO_TXN, END_TXN, FIND_COORDINATOR, INIT_PRODUCER_ID
 from ...structs import Node, TopicPartition
-from . import manager as steps
 from .idempotence import Idempotence
-from .manager import TransactionManager
-from .states import TransactionState
+from .manager import TransactionManager, fenced_error
+from .states import TransactionalStep, TransactionState
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +191,7 @@ class CoordinatorRequestHandler(TxnRequestHandler):
             log.debug("%s: %s; retrying", self.api.name, error.name)
             return HandlerOutcome.RETRY
         if code in _FENCED:
-            self.manager.fatal_error(steps.fenced_error(self.manager, error,
+            self.manager.fatal_error(fenced_error(self.manager, error,
                                                         f"{self.api.name} on node {node_id}"))
             return HandlerOutcome.FATAL
         if code in _ABORTABLE:
@@ -378,16 +377,16 @@ class EndTxnHandler(CoordinatorRequestHandler):
         return self.handle_error(body.error_code, node_id)
 
 
-def transactional_handler(step: str, manager: TransactionManager) -> TxnRequestHandler:
+def transactional_handler(step: TransactionalStep, manager: TransactionManager) -> TxnRequestHandler:
     """The handler for a step of :meth:`TransactionManager.next_transactional_step`."""
-    if step == steps.FIND_COORDINATOR:
+    if step is TransactionalStep.FIND_COORDINATOR:
         return FindCoordinatorHandler(manager)
-    if step == steps.INIT_PRODUCER_ID:
+    if step is TransactionalStep.INIT_PRODUCER_ID:
         return TxnInitProducerIdHandler(manager)
-    if step == steps.ADD_PARTITIONS:
+    if step is TransactionalStep.ADD_PARTITIONS:
         return AddPartitionsToTxnHandler(manager)
-    if step == steps.END_TXN:
-        return EndTxnHandler(manager, committed=bool(manager.end_committed))
+    if step in (TransactionalStep.COMMIT, TransactionalStep.ABORT):
+        return EndTxnHandler(manager, committed=step is TransactionalStep.COMMIT)
     raise ValueError(f"unknown transactional step {step!r}")
 
 

@@ -82,6 +82,19 @@ def next_state(state: TransactionState, event: str) -> TransactionState:
     return target
 
 
+class TransactionalStep(enum.Enum):
+    """The transactional request the sender sends next
+    (:meth:`~.manager.TransactionManager.next_transactional_step`), in the order they take
+    precedence. The two EndTxn steps carry the commit decision, so the request handler takes it
+    from the step, not from the manager's state."""
+
+    FIND_COORDINATOR = "FindCoordinator"
+    INIT_PRODUCER_ID = "InitProducerId"
+    ADD_PARTITIONS = "AddPartitionsToTxn"
+    COMMIT = "EndTxn(commit)"
+    ABORT = "EndTxn(abort)"
+
+
 class TransactionalResult:
     """One transactional step a caller waits for (``init_transactions``, a commit, an abort):
     completed once by the I/O thread, with or without an error. ``operation`` names the step

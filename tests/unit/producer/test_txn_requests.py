@@ -105,3 +105,23 @@ def test_a_resumed_commit_whose_id_expired_raises_invalid_producer_id_mapping():
                              r"whether this transaction was committed before is unknown"):
         commit_resumable(transaction, {"bootstrap.servers": "b1:9092"}, 5, clock=h.clock,
                          selector=h.sel)
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_the_end_txn_step_carries_the_commit_decision_to_its_handler(commit):
+    from spark_kafka_sink.producer.transactions.manager import TransactionManager
+    from spark_kafka_sink.producer.transactions.requests import EndTxnHandler, transactional_handler
+    from spark_kafka_sink.producer.transactions.states import TransactionalStep
+    from spark_kafka_sink.structs import TopicPartition
+
+    manager = TransactionManager("txn-a", 60_000)
+    manager.resume_transaction(7, 3, frozenset({TopicPartition("t", 0)}), 1)
+    manager.begin_commit() if commit else manager.begin_abort()
+    manager.coordinator = 1
+    step = manager.next_transactional_step(has_incomplete_batches=False)
+    assert step is (TransactionalStep.COMMIT if commit else TransactionalStep.ABORT)
+    handler = transactional_handler(step, manager)
+    assert isinstance(handler, EndTxnHandler) and handler.committed is commit
+    assert manager.next_transactional_step(has_incomplete_batches=True) is None  # waits for them
+    with pytest.raises(ValueError, match="unknown transactional step 'EndTxn'"):
+        transactional_handler("EndTxn", manager)
