@@ -8,12 +8,14 @@ PYTEST_ARGS ?=
 
 .PHONY: install test unit integration compat fuzz broker jars demo bench bench-producer bench-spark soak clean
 
+# The venv's own pip installs (the package builds in an isolated environment with the setuptools
+# pyproject.toml names). No byte-compiling at install: Python compiles what it imports on first
+# use; compiling all of PySpark up front costs about a quarter of the install.
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
 
 $(STAMP): $(BIN)/python setup.cfg pyproject.toml
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q --no-compile -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
