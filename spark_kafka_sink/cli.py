@@ -1,10 +1,12 @@
 """The ``spark-kafka-sink`` command.
 
-    spark-kafka-sink broker [--nodes N] [--kafka-version V] [--work-dir D] [--cache-dir D]
+    spark-kafka-sink broker [--nodes N] [--port P] [--topic NAME[:PARTITIONS]]...
+                            [--kafka-version V] [--work-dir D] [--cache-dir D]
                             [--security [--client-auth none|requested|required]]
 
 ``broker`` runs a real Apache Kafka cluster (KRaft) on loopback until Ctrl-C / SIGTERM, printing the
-``bootstrap.servers`` line first so scripts can read it. ``--security`` adds SSL, SASL_PLAINTEXT and
+``bootstrap.servers`` line first so scripts can read it. ``--port`` fixes the first node's port
+(the others follow it); each ``--topic`` is created once the cluster is up, before that line. ``--security`` adds SSL, SASL_PLAINTEXT and
 SASL_SSL listeners and prints ``bootstrap.servers.<PROTOCOL>=...``, ``ssl.ca.location=...`` and the
 client properties files (owner-only, passwords included) written into the work dir.
 """
@@ -16,8 +18,40 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from .version import __version__
+
+
+class TopicSpec(NamedTuple):
+    """A ``--topic NAME[:PARTITIONS]`` argument."""
+
+    name: str
+    partitions: int
+
+
+def topic_spec(text: str) -> TopicSpec:
+    """``NAME`` or ``NAME:PARTITIONS`` (a topic name cannot hold ``:``); ``ArgumentTypeError``
+    naming what is wrong."""
+    from .producer.topics import topic_name_problem
+
+    name, sep, count = text.rpartition(":") if ":" in text else (text, "", "")
+    if sep and not count.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: the partition count after ':' must be a "
+                                         f"positive integer, got {count!r}")
+    partitions = int(count) if sep else 1
+    if partitions < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a topic needs at least 1 partition")
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r}: {problem}")
+    return TopicSpec(name, partitions)
+
+
+def port_number(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1-65535, got {text!r}")
+    return int(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
                     "first run (Maven, or the Ivy jar shipped with pyspark) and cached.")
     broker.add_argument("--nodes", type=int, default=1, metavar="N",
                         help="number of nodes (default 1; 3 gives replication factor 3, min ISR 2)")
+    broker.add_argument("--port", type=port_number, metavar="P",
+                        help="the first node's port (node i gets P+i; default: free ports)")
+    broker.add_argument("--topic", type=topic_spec, action="append", default=[],
+                        metavar="NAME[:PARTITIONS]",
+                        help="create this topic at start (1 partition unless given; the brokers' "
+                             "replication factor); repeatable. Kept ones (--work-dir) are left as they are")
     broker.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION, metavar="V",
                         help=f"Apache Kafka version (default {DEFAULT_KAFKA_VERSION})")
     broker.add_argument("--work-dir", metavar="D",
@@ -65,12 +105,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run_broker(args: argparse.Namespace) -> int:
     from .embedded import BrokerLaunchError, BrokerSecurity, EmbeddedKafka
+    from .errors import KafkaError
 
     if args.nodes < 1:
         print("spark-kafka-sink broker: --nodes must be at least 1", file=sys.stderr)
         return 2
     if args.client_auth != "none" and not args.security:
         print("spark-kafka-sink broker: --client-auth needs --security", file=sys.stderr)
+        return 2
+    if args.port is not None and args.port + args.nodes - 1 > 65535:
+        print(f"spark-kafka-sink broker: ports {args.port}..{args.port + args.nodes - 1} run past 65535",
+              file=sys.stderr)
         return 2
     security = BrokerSecurity(client_auth=args.client_auth) if args.security else None
     stop = threading.Event()
@@ -82,21 +127,23 @@ def _run_broker(args: argparse.Namespace) -> int:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    ports = None if args.port is None else [args.port + i for i in range(args.nodes)]
     cluster = EmbeddedKafka(args.nodes, version=args.kafka_version, work_dir=args.work_dir,
-                            cache_dir=args.cache_dir, heap=args.heap, security=security)
+                            cache_dir=args.cache_dir, heap=args.heap, security=security, ports=ports)
     try:
         _say(f"Starting Apache Kafka {args.kafka_version} (KRaft), {args.nodes} node(s) "
              "(the first run fetches the jars from Maven Central)...", err=True)
         try:
             cluster.start()
-        except BrokerLaunchError as exc:
+            created = _create_topics(cluster, args.topic)
+        except (BrokerLaunchError, KafkaError) as exc:
             _say(f"spark-kafka-sink broker: {exc}", err=True)
             return 1
         except KeyboardInterrupt:
             _say("Interrupted during start-up.", err=True)
             return 130
         started.set()
-        _report(cluster)
+        _report(cluster, created)
         while not stop.wait(0.5):
             dead = [node for node in cluster.nodes if not node.is_alive]
             if dead:
@@ -114,8 +161,23 @@ def _run_broker(args: argparse.Namespace) -> int:
         _say("Stopped.", err=True)
 
 
-def _report(cluster) -> None:
+def _create_topics(cluster, topics: Sequence[TopicSpec]) -> list[str]:
+    """Create ``topics`` (the brokers' default replication factor; one that exists is left as it
+    is); a line per topic for the report."""
+    from .admin import create_topic
+
+    lines = []
+    for topic in topics:
+        created = create_topic(cluster.bootstrap_servers, topic.name, topic.partitions, exist_ok=True)
+        lines.append(f"topic {topic.name}: {created.partitions} partition(s)"
+                     + ("" if created.created else " (it existed; left as it was)"))
+    return lines
+
+
+def _report(cluster, topics: Sequence[str] = ()) -> None:
     _say(f"bootstrap.servers={cluster.bootstrap_servers}")
+    for line in topics:
+        _say(line)
     _say(f"cluster id {cluster.cluster_id}, Kafka {cluster.version}, started in "
          f"{cluster.start_seconds:.1f} s, work dir {cluster.work_dir}")
     for node in cluster.nodes:

@@ -22,6 +22,7 @@ from spark_kafka_sink.embedded import (DEFAULT_KAFKA_VERSION, BrokerStartError, 
                                        StorageFormatError, resolve_kafka_jars)
 from spark_kafka_sink.embedded import embedded_kafka as cluster_module
 from spark_kafka_sink.embedded import jars as jars_module
+from spark_kafka_sink.embedded.ports import free_ports
 
 from ..helpers import create_topic, metadata, wait_for
 
@@ -80,15 +81,22 @@ def test_single_node_creates_topics_and_reports_leaders(kafka):
 
 
 @pytest.mark.broker
-def test_cli_broker_prints_bootstrap_and_stops_on_sigint(tmp_path):
-    command = [sys.executable, "-m", "spark_kafka_sink", "broker", "--work-dir", str(tmp_path)]
+def test_cli_broker_on_a_given_port_with_topics_prints_bootstrap_and_stops_on_sigint(tmp_path):
+    (port,) = free_ports(1)
+    command = [sys.executable, "-m", "spark_kafka_sink", "broker", "--work-dir", str(tmp_path),
+               "--port", str(port), "--topic", "cli-events:3", "--topic", "cli-events.dlq"]
     with subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
         try:
             lines = _read_until(proc, "Press Ctrl-C", timeout_s=90)
             bootstrap = next(line.split("=", 1)[1] for line in lines
                              if line.startswith("bootstrap.servers="))
+            assert bootstrap == f"127.0.0.1:{port}"
+            assert {"topic cli-events: 3 partition(s)", "topic cli-events.dlq: 1 partition(s)"} <= set(lines)
             jvm_pid = int(re.search(r"node 1: pid (\d+)", "\n".join(lines)).group(1))
-            assert _broker_ids(int(bootstrap.rsplit(":", 1)[1])) == [1]
+            assert _broker_ids(port) == [1]
+            topics = {t.name: len(t.partitions)
+                      for t in metadata(bootstrap, ["cli-events", "cli-events.dlq"]).topics}
+            assert topics == {"cli-events": 3, "cli-events.dlq": 1}
             assert _state(jvm_pid) not in (None, "Z")
             proc.send_signal(signal.SIGINT)
             _, stderr = proc.communicate(timeout=30)
