@@ -14,9 +14,10 @@ on Spark 4, without ``foreachBatch`` (see docs/ARCHITECTURE.md).
 Where each step runs (PySpark's ``pyspark.sql.worker`` modules):
 
 - ``writer()`` / ``streamWriter()``: in a Python worker on the driver, while Spark plans the
-  write. Options (:meth:`SinkConfig.from_options`) and schema (:func:`validate_schema`) are
-  checked there, so a bad one fails ``save()`` / ``start()`` with ``KafkaSink``'s message (wrapped
-  by Spark) before any task runs. Exactly-once recovery runs here too, never in the commit worker.
+  write. Options (:meth:`SinkConfig.from_options`), schema (:func:`validate_schema`) and the
+  cluster (``KafkaSink``'s preflight) are checked there, so a bad one fails ``save()`` /
+  ``start()`` with ``KafkaSink``'s message (wrapped by Spark) before any task runs. Exactly-once
+  recovery runs here too; neither runs in the commit worker.
 - ``write(...)``: in each task. Arrow mode (the default) runs
   :class:`~spark_kafka_sink.spark.arrow_writer.ArrowWriter` on Spark's Arrow batches, as
   ``KafkaSink`` does, but a schema whose columns would need renaming first (a repeated name,
@@ -68,6 +69,7 @@ from .exactly_once import BatchCommit, ExactlyOnceDriver, write_batch_id
 from .metrics import SinkTaskMetrics, format_line
 from .options import ARROW, SinkConfig
 from .partition_writer import PartitionWriter
+from .preflight import preflight
 from .schema import WriteSchema, validate_schema
 
 DataSourceStreamArrowWriter = getattr(_spark_datasource, "DataSourceStreamArrowWriter", None)
@@ -151,11 +153,16 @@ class KafkaDataSource(DataSource):
 
 
 def _prepare(options: Mapping[str, Any], schema: Any) -> tuple[SinkConfig, WriteSchema]:
-    """The validated options and columns (the driver-side checks of ``KafkaSink``)."""
+    """The validated options and columns, then the cluster and topics checked once
+    (:func:`~.preflight.preflight`): the driver-side checks of ``KafkaSink``, so a wrong address
+    or password fails the write in seconds, with one message, before any task runs. The config
+    returned is the one the tasks get."""
     config = SinkConfig.from_options(dict(options))
     write_schema = validate_schema(schema, config)
     PartitionWriter(config, write_schema)  # its own driver-side checks
-    return config, write_schema
+    if not _at_planning():  # a stream's commit worker: a fresh stream writer per micro-batch
+        return config, write_schema
+    return preflight(config).applied(config), write_schema
 
 
 _PLANNING_WORKER = "pyspark.sql.worker.write_into_data_source"
@@ -164,13 +171,17 @@ _PLANNING_WORKER = "pyspark.sql.worker.write_into_data_source"
 def _recover_at_planning(config: SinkConfig) -> None:
     """Exactly-once recovery (see the module docstring), where Spark plans the write: in its
     planning worker, or called directly; never in the commit worker."""
-    if not config.exactly_once:
-        return
-    worker = _spark_worker_module()
-    if worker is not None and worker != _PLANNING_WORKER:
+    if not config.exactly_once or not _at_planning():
         return
     with _exactly_once_driver(config) as driver:
         driver.prepare_query()
+
+
+def _at_planning() -> bool:
+    """Whether Spark is planning the write here (its planning worker, or a direct call), not
+    committing it (the commit workers build a writer too: a stream's, once per micro-batch)."""
+    worker = _spark_worker_module()
+    return worker is None or worker == _PLANNING_WORKER
 
 
 @contextlib.contextmanager

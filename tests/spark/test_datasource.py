@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -170,6 +171,19 @@ def test_overwrite_mode_is_refused(registered, kafka):
     with pytest.raises(Exception, match="save mode 'overwrite' is not supported"):
         (df.write.format(NAME).option("kafka.bootstrap.servers", kafka.bootstrap_servers)
          .option("topic", "never-written").mode("overwrite").save())
+
+
+def test_an_unreachable_cluster_fails_the_save_on_the_driver_with_one_message(registered):
+    """KafkaSink's preflight, on the driver, before any task: not a task per partition waiting
+    max.block.ms (60 s) and logging every reconnect."""
+    df = registered.range(100).selectExpr("cast(id as string) as value")
+    started = time.monotonic()
+    with pytest.raises(Exception, match="PreflightError") as info:
+        (df.write.format(NAME).option("kafka.bootstrap.servers", "127.0.0.1:1")
+         .option("topic", "never-written").mode("append").save())
+    seconds = time.monotonic() - started
+    assert "127.0.0.1:1" in str(info.value) and "preflight=false" in str(info.value)
+    assert seconds < 30, f"the save took {seconds:.1f} s to fail"
 
 
 @pytest.mark.parametrize("mode", ["arrow", "rows"])

@@ -36,6 +36,16 @@ SCHEMA = StructType([StructField("key", StringType()), StructField("value", Stri
 LOGGER = "spark_kafka_sink.spark.datasource"
 
 
+@pytest.fixture(autouse=True)
+def preflights(monkeypatch) -> list:
+    """The configs the driver-side preflight checked; it passes (no cluster here)."""
+    from spark_kafka_sink.spark.preflight import PreflightResult
+
+    checked = []
+    monkeypatch.setattr(datasource, "preflight", lambda config: checked.append(config) or PreflightResult())
+    return checked
+
+
 def source(**options) -> KafkaDataSource:
     """As Spark builds it: options in a case-insensitive dict (keys lowercased)."""
     return KafkaDataSource(CaseInsensitiveDict({**BOOTSTRAP, **options}))
@@ -254,3 +264,48 @@ def test_exactly_once_recovery_runs_in_the_planning_worker_forked_by_the_daemon(
         "kafka.bootstrap.servers": "127.0.0.1:9092", "delivery.guarantee": "exactly-once",
         "transactional.id.prefix": "q"}))
     assert calls == (["new", "prepare_query", "close"] if recovers else [])
+
+
+def test_the_writers_run_the_sinks_preflight_and_the_tasks_get_its_result(monkeypatch, preflights):
+    from spark_kafka_sink.spark.preflight import PreflightResult
+
+    writer = source(topic="t").writer(SCHEMA, False)
+    stream_writer = source(topic="t").streamWriter(SCHEMA, False)
+    assert [c.topic for c in preflights] == ["t", "t"]
+    assert writer.config == stream_writer.config == preflights[0]
+    monkeypatch.setattr(datasource, "preflight",
+                        lambda config: PreflightResult(dlq_max_message_bytes=4096))
+    policy = {"errors.tolerance": "all", "errors.deadletterqueue.topic.name": "t.dlq"}
+    assert source(topic="t", **policy).writer(SCHEMA, False).config.error_policy.dlq_max_message_bytes == 4096
+
+
+def test_a_failed_preflight_fails_the_write_before_any_task(monkeypatch):
+    from spark_kafka_sink.spark.preflight import PreflightError
+
+    def unreachable(config):
+        raise PreflightError("KafkaSink preflight: cannot reach the cluster at 127.0.0.1:1")
+
+    monkeypatch.setattr(datasource, "preflight", unreachable)
+    for build in (lambda: source(topic="t").writer(SCHEMA, False),
+                  lambda: source(topic="t").streamWriter(SCHEMA, False)):
+        with pytest.raises(PreflightError, match="cannot reach the cluster at 127.0.0.1:1"):
+            build()
+
+
+@pytest.mark.parametrize(("argv", "checks"), [
+    (["daemon.py", "pyspark.sql.worker.write_into_data_source"], True),
+    (["daemon.py", "pyspark.sql.worker.python_streaming_sink_runner"], False),
+])
+def test_a_streams_commit_worker_builds_its_writer_without_a_preflight(monkeypatch, preflights,
+                                                                        argv, checks):
+    """Spark's stream commit worker calls ``streamWriter()`` once per micro-batch: the cluster was
+    checked when the query was planned, not again there."""
+    import sys
+    import types
+
+    main = types.ModuleType("__main__")
+    main.__spec__ = types.SimpleNamespace(name="pyspark.daemon")
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setattr(sys, "argv", argv)
+    source(topic="t").streamWriter(SCHEMA, False)
+    assert len(preflights) == int(checks)
