@@ -13,6 +13,10 @@ auto-creating them) and turns the outcome into :class:`Metadata` calls:
 Any disconnect also asks for an update (it may come from stale metadata), and counts as a failed
 attempt when an update was due, so the refresh backs off instead of spinning. Which node to ask
 and whether to connect first is the network client's decision (``maybe_update_metadata``).
+
+A bootstrap address that keeps failing is logged once at WARNING, then at most once per
+:data:`REPEAT_LOG_MS` with the count since (a wrong address would otherwise log every reconnect
+attempt), and once at INFO when metadata arrives after such failures.
 """
 
 from __future__ import annotations
@@ -26,6 +30,18 @@ from .metadata import Metadata
 
 log = logging.getLogger(__name__)
 
+REPEAT_LOG_MS = 30_000
+"""How often a bootstrap address that keeps failing is logged again, with the count since."""
+
+
+class _Failures:
+    """One bootstrap address's disconnects since it was last logged."""
+
+    __slots__ = ("total", "unlogged", "logged_ms")
+
+    def __init__(self, now_ms: int):
+        self.total, self.unlogged, self.logged_ms = 1, 0, now_ms
+
 
 class MetadataUpdater:
     """One Metadata request at a time, for ``metadata``; see module doc."""
@@ -35,6 +51,7 @@ class MetadataUpdater:
         self._request_timeout_ms = request_timeout_ms
         self._in_progress = False
         self.rebootstrap_required = False   # a Metadata answer said REBOOTSTRAP_REQUIRED
+        self._failures: dict[str, _Failures] = {}   # bootstrap address -> its disconnects
 
     @property
     def in_progress(self) -> bool:
@@ -73,6 +90,11 @@ class MetadataUpdater:
             self.metadata.failed_update(now_ms)
         else:
             self.metadata.update(response, now_ms)
+            if self._failures:
+                log.info("metadata received after %s", ", ".join(
+                    f"{failures.total} disconnect(s) from bootstrap broker {address}"
+                    for address, failures in self._failures.items()))
+                self._failures.clear()
 
     def handle_failed_request(self, now_ms: int, fatal: KafkaError | None = None) -> None:
         self._in_progress = False
@@ -83,7 +105,21 @@ class MetadataUpdater:
     def handle_server_disconnect(self, now_ms: int, node_id: int) -> None:
         node = self.metadata.snapshot.node(node_id)
         if node is not None and node_id < 0:     # still bootstrapping: say which address failed
-            log.warning("bootstrap broker %s (node %d) disconnected", node.address, node_id)
+            self._log_bootstrap_failure(node.address, node_id, now_ms)
         if self.is_update_due(now_ms):
             self.metadata.failed_update(now_ms)
         self.metadata.request_update(now_ms)
+
+    def _log_bootstrap_failure(self, address: str, node_id: int, now_ms: int) -> None:
+        failures = self._failures.get(address)
+        if failures is None:
+            self._failures[address] = _Failures(now_ms)
+            log.warning("bootstrap broker %s (node %d) disconnected", address, node_id)
+            return
+        failures.total += 1
+        failures.unlogged += 1
+        if now_ms - failures.logged_ms >= REPEAT_LOG_MS:
+            log.warning("bootstrap broker %s (node %d) disconnected %d more time(s) in the last "
+                        "%.0f s (%d in all)", address, node_id, failures.unlogged,
+                        (now_ms - failures.logged_ms) / 1000, failures.total)
+            failures.unlogged, failures.logged_ms = 0, now_ms
