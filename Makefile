@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
-.PHONY: install test unit integration compat fuzz broker jars demo bench bench-producer bench-spark soak clean
+.PHONY: install test unit integration compat fuzz broker jars demo dist bench bench-producer bench-spark soak clean
 
 # The venv's own pip installs (the package builds in an isolated environment with the setuptools
 # pyproject.toml names). No byte-compiling at install: Python compiles what it imports on first
@@ -92,6 +92,13 @@ broker: install
 demo: install
 	$(BIN)/python -m demo $(ARGS)
 
+# A wheel of the package in dist/ (README, "Install": until the package is published, install it
+# from this wheel, on a cluster too). tests/integration/test_dist.py builds it the same way.
+dist: install
+	rm -rf dist
+	$(BIN)/python -m pip wheel -q --no-deps -w dist .
+	@ls dist/*.whl
+
 # Benchmarks (bench/README.md); not timed tests. `bench` runs both; pass options to one via ARGS,
 # e.g. make bench-producer ARGS="--records 200000".
 bench: bench-producer bench-spark
@@ -112,4 +119,4 @@ soak: install
 	$(BIN)/python -m bench.soak $(ARGS)
 
 clean:
-	rm -rf $(VENV) $(COMPAT) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(COMPAT) build dist *.egg-info .pytest_cache .hypothesis
