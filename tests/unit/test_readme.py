@@ -52,3 +52,11 @@ def test_every_document_the_code_refers_to_is_in_the_repository():
                 if not any(candidate.is_file() for candidate in candidates):
                     missing.append(f"{path.relative_to(ROOT)} refers to {name}")
     assert not missing, "\n".join(missing)
+
+
+def test_the_readmes_supported_apis_are_the_ones_the_protocol_declares():
+    from spark_kafka_sink.protocol.apis import ALL_APIS
+
+    readme = (ROOT / "README.md").read_text()
+    listed = readme[readme.index("Supported APIs:") + len("Supported APIs:"):].split(" — ")[0]
+    assert [name.strip() for name in listed.split(",")] == [api.name for api in ALL_APIS]
