@@ -85,6 +85,9 @@ MD = f"{PKG}/client/metadata.py"
 OA = f"{PKG}/client/auth/oauth.py"
 OI = f"{PKG}/client/auth/oidc.py"
 UR = f"{PKG}/client/urls.py"
+SRT = f"{PKG}/schema_registry/transport.py"
+SRC = f"{PKG}/schema_registry/client.py"
+SRK = f"{PKG}/schema_registry/config.py"
 
 U = "tests/unit"
 TXN_TESTS = (f"{U}/producer/test_transactions.py", f"{U}/producer/test_txn_requests.py",
@@ -98,6 +101,7 @@ PREFLIGHT_TESTS = (f"{U}/spark/test_preflight.py",)
 EOS_TESTS = (f"{U}/spark/test_exactly_once.py", f"{U}/spark/test_commit_log.py")
 CRASH_TESTS = (f"{U}/spark/test_driver_crash.py",)
 OAUTH_TESTS = (f"{U}/client/test_oauth.py",)
+REGISTRY_TESTS = (f"{U}/schema_registry",)
 CLUSTER_TESTS = (f"{U}/client/test_metadata.py", f"{U}/producer/test_sender.py",
                  f"{U}/producer/test_idempotence.py")
 BATCH_TESTS = (f"{U}/producer/test_producer_batch.py", f"{U}/producer/test_sender.py",
@@ -372,6 +376,21 @@ MUTANTS: list[Mutant] = [
            """urllib.parse.urlunsplit((parsed.scheme, netloc, parsed.path, "", ""))""",
            """urllib.parse.urlunsplit((parsed.scheme, netloc, parsed.path, parsed.query, ""))""",
            OAUTH_TESTS),
+    # --- the Schema Registry client --------------------------------------------------------------
+    Mutant("registry-no-failover-on-5xx", SRT,
+           "if answer.status in FAILOVER_STATUSES:", "if False:", REGISTRY_TESTS),
+    Mutant("registry-asks-every-time", SRC,
+           """            if key in self._cache:
+                return self._cache[key]""",
+           """            if False:
+                return self._cache[key]""", REGISTRY_TESTS),
+    Mutant("registry-subject-slash-unescaped", SRC,
+           """urllib.parse.quote(subject, safe="")""", "urllib.parse.quote(subject)", REGISTRY_TESTS),
+    Mutant("registry-secret-in-redacted-view", SRK,
+           "out[name] = HIDDEN if redact and prop.secret else value", "out[name] = value",
+           REGISTRY_TESTS),
+    Mutant("registry-latest-version-also-registers", SRK,
+           """        values["auto_register_schemas"] = False""", """        pass""", REGISTRY_TESTS),
 ]
 
 

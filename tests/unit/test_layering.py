@@ -4,6 +4,8 @@
 - Dependencies point down only: spark -> producer -> client -> protocol/record -> errors/structs.
 - client/auth/ (SASL and its tokens) sits below config.py and admin.py too: config reads its
   credentials from it.
+- schema_registry/ (the driver's registry client, beside config.py on client/) imports nothing of
+  producer/, spark/, embedded/, testing/ or the CLI.
 - Only spark/ imports pyspark.
 - A wing may carry its own rule: producer/arrow/ (the send_arrow pipeline) imports nothing from
   spark/, so the Spark sink's arrow mode stays a caller of it.
@@ -35,6 +37,7 @@ LAYERS = {
     "client/auth": {"producer", "spark", "embedded", "cli", "config", "admin"},
     "producer": {"spark", "embedded", "cli"},
     "producer/arrow": {"spark", "embedded", "cli"},
+    "schema_registry": {"producer", "spark", "embedded", "testing", "cli"},
 }
 
 
