@@ -1,21 +1,16 @@
 """A cross-check of the API shapes: confluent-kafka's own SchemaRegistryClient reads from the fake
 registry what ours registered (ids, latest version, the schema by id). It needs
-confluent-kafka's ``schemaregistry`` extra (httpx, authlib, ...): skipped without it."""
+confluent-kafka's ``schemaregistry`` extra (httpx, authlib, ...), which the test extras install."""
 
 from __future__ import annotations
 
 import json
 
-import pytest
-
 from spark_kafka_sink.schema_registry import RegistryClient
 
 from .fake_registry import FakeRegistry
 
-try:
-    from confluent_kafka.schema_registry import SchemaRegistryClient
-except ImportError as exc:       # the extra's dependencies are missing, not confluent-kafka itself
-    pytest.skip(f"confluent_kafka.schema_registry cannot be imported: {exc}", allow_module_level=True)
+from confluent_kafka.schema_registry import SchemaRegistryClient
 
 USER = json.dumps({"type": "record", "name": "User", "namespace": "com.acme",
                    "fields": [{"name": "id", "type": "long"}]})
