@@ -218,7 +218,7 @@ def test_enums_fixed_and_member_unions_read_back():
         {"name": "missing", "type": ["null", "double"]},
     ]}
     members = pa.struct([("member0", pa.int64()), ("member1", pa.string()), ("member2", pa.list_(pa.bool_()))])
-    batch = pa.record_batch({
+    batch = pa.RecordBatch.from_pydict({
         "e": pa.array(["C", "A", "B"]),
         "f": pa.array([b"abc", None, b"\x00\x00\x00"], pa.binary(3)),
         "u": pa.array([{"member0": 5}, {"member1": "s"}, {"member2": [True, False]}], members),

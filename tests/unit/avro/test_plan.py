@@ -150,7 +150,7 @@ def test_the_avro_format_derives_or_checks_its_schema_and_pickles():
     assert derived.schema_json.startswith('{"type":"record","name":"User","namespace":"com.example"')
     framed = pickle.loads(pickle.dumps(derived.with_schema_id(3)))
     assert framed == AvroFormat(derived.schema, pa.struct(list(kind)), 3)
-    batch = pa.record_batch({"id": pa.array([1], pa.int64()), "name": pa.array(["x"])})
+    batch = pa.RecordBatch.from_pydict({"id": pa.array([1], pa.int64()), "name": pa.array(["x"])})
     assert framed.encode(batch).bodies.to_pylist() == [b"\x00\x00\x00\x00\x03\x02\x00\x02x"]
     given = AvroFormat.for_type(pa.int64(), '"long"', schema_id=1, column="key")
     assert given.encode(pa.array([1])).bodies.to_pylist() == [b"\x00\x00\x00\x00\x01\x02"]
