@@ -958,3 +958,36 @@ class SchemaError(KafkaError, ValueError):
     """A DataFrame's columns cannot be written to Kafka: ``value`` missing, or a sink column of the
     wrong type. Raised on the driver before any task runs; the message names every bad column, its
     type and the types it may have."""
+
+
+# --- serialization errors (key.format / value.format) ---------------------------------------
+
+class AvroSchemaError(ConfigError):
+    """An Avro schema is malformed (not JSON, an unknown type, a bad name, a duplicate), or does
+    not fit the Arrow column it is to encode. Raised before any row is encoded (on the driver, for
+    the sink); ``path`` names the field at fault (``value.address.zip``), or is empty for the
+    schema as a whole, and ``detail`` says what is wrong."""
+
+    def __init__(self, path: str, detail: str):
+        super().__init__(f"{path}: {detail}" if path else detail)
+        self.path = path
+        self.detail = detail
+
+    def __reduce__(self):  # picklable (Spark ships errors between processes)
+        return (type(self), (self.path, self.detail))
+
+
+class SerializationError(RecordContentError):
+    """One row's key or value cannot be serialized in its format: a decimal too large for the
+    schema's precision, a string outside an enum's symbols, a null where the schema has no null,
+    a null map key. A record error (:func:`is_record_error`): ``row`` is the input row, ``path``
+    the field (``value.items[2].price``), ``reason`` what is wrong with its value."""
+
+    def __init__(self, row: int, path: str, reason: str):
+        super().__init__(f"row {row}: {path}: {reason}")
+        self.row = row
+        self.path = path
+        self.reason = reason
+
+    def __reduce__(self):  # picklable (Spark ships errors between processes)
+        return (type(self), (self.row, self.path, self.reason))

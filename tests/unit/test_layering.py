@@ -7,6 +7,8 @@
 - schema_registry/ (the driver's registry client, beside config.py on client/) imports nothing of
   producer/, spark/, embedded/, testing/ or the CLI.
 - Only spark/ imports pyspark.
+- avro/ (Avro schemas and the column-wise encoder) imports nothing of the package but errors.py,
+  and no I/O: the producer and the Spark layer use it, not the other way round.
 - A wing may carry its own rule: producer/arrow/ (the send_arrow pipeline) imports nothing from
   spark/, so the Spark sink's arrow mode stays a caller of it.
 - producer/transactions/ imports nothing else of producer/ at load time (the sender and the
@@ -38,6 +40,8 @@ LAYERS = {
     "producer": {"spark", "embedded", "cli"},
     "producer/arrow": {"spark", "embedded", "cli"},
     "schema_registry": {"producer", "spark", "embedded", "testing", "cli"},
+    "avro": {"producer", "client", "spark", "embedded", "testing", "protocol", "record", "config", "cli",
+             "admin"},
 }
 
 
@@ -76,7 +80,7 @@ def _files(layer: str) -> list[Path]:
     return sorted(root.rglob("*.py")) if root.is_dir() else []
 
 
-@pytest.mark.parametrize("layer", ["protocol", "record"])
+@pytest.mark.parametrize("layer", ["protocol", "record", "avro"])
 def test_sans_io_layers_import_no_io(layer):
     files = _files(layer)
     assert files, f"spark_kafka_sink/{layer}/ has no modules"
@@ -215,6 +219,19 @@ def test_private_import_checker_sees_relative_and_absolute_imports():
     assert _private_imports_of_source("from spark_kafka_sink.client import _x\n", probe) == \
         ["spark_kafka_sink.client._x"]
     assert _private_imports_of_source("from ..version import __version__\nfrom os import _exit\n", probe) == []
+
+
+def test_the_avro_package_imports_nothing_of_the_package_but_errors():
+    """avro/ depends on errors.py alone (its own modules aside), whatever new module appears."""
+    files = _files("avro")
+    assert files, "spark_kafka_sink/avro/ has no modules"
+    offenders = []
+    for path in files:
+        for name in _imports(path):
+            parts = name.split(".")
+            if parts[0] == "spark_kafka_sink" and len(parts) > 1 and parts[1] not in ("avro", "errors"):
+                offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
+    assert not offenders, "\n".join(offenders)
 
 
 def test_the_transaction_wing_imports_nothing_else_of_the_producer():

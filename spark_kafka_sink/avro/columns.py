@@ -1,0 +1,305 @@
+"""The Avro encoder's column kernels: every row's bytes for one level of a schema, over whole
+columns (numpy and Arrow kernels, no loop over rows).
+
+A level's encoding (the top-level rows, or the items of an array column) is a list of *parts*,
+written in order for each row, collected by a :class:`Parts`:
+
+- scalar fields (:class:`Varints`, :class:`FixedBytes`, :class:`RaggedBytes`, :class:`Constant`):
+  at most a few bytes per row. A run of them becomes one ``rows x width`` byte matrix, each field
+  in its own columns (a varint's byte ``k`` is ``z >> 7k``, with the high bit set where more
+  follow); a boolean mask of the same shape marks the bytes a row uses (a shorter varint, a shorter
+  decimal, an absent row), and flattening the matrix through it gives every row's bytes back to
+  back, in row order;
+- blobs (:class:`Blob`): a binary Arrow array, one value per row (strings and bytes, the items of
+  an array column grouped by row), used as it is: no copy until the join.
+
+:meth:`Parts.join` turns each scalar run into a binary array and joins all parts row by row with
+``binary_join_element_wise`` (one ``memcpy`` per part and row, in C++). Every part takes a
+``present`` mask (``None``: every row): an absent row writes nothing, which is how a union writes
+only the branch a row takes. Nulls are joined as empty (``null_handling="replace"``; ``"skip"``
+drops a row whose parts are all null from the result, in the pyarrow versions tried).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union as TypingUnion
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "Blob",
+    "Constant",
+    "FixedBytes",
+    "INT32_MAX",
+    "Parts",
+    "RaggedBytes",
+    "Varints",
+    "binary_view",
+    "value_lengths",
+    "offsets_of",
+    "validity",
+    "zigzag_column",
+]
+
+INT32_MAX = 2 ** 31 - 1
+
+
+def zigzag_column(values: np.ndarray) -> np.ndarray:
+    """The zig-zag form of integers, as uint64: ``(v << 1) ^ (v >> 63)``."""
+    values = values.astype(np.int64, copy=False)
+    return ((values << np.int64(1)) ^ (values >> np.int64(63))).view(np.uint64)
+
+
+def validity(array: pa.Array) -> np.ndarray | None:
+    """Each element's validity as bool, or ``None`` when the array has no null."""
+    if not array.null_count:
+        return None
+    if pa.types.is_null(array.type):
+        return np.zeros(len(array), dtype=bool)
+    return array.is_valid().to_numpy(zero_copy_only=False)
+
+
+def offsets_of(array: pa.Array) -> np.ndarray:
+    """The ``len + 1`` offsets of a binary, string, list or map array (large ones too), as
+    int64, the array's slice applied."""
+    kind = array.type
+    wide = (pa.types.is_large_binary(kind) or pa.types.is_large_string(kind)
+            or pa.types.is_large_list(kind))
+    buffer = array.buffers()[1]
+    if buffer is None:
+        return np.zeros(len(array) + 1, dtype=np.int64)
+    raw = np.frombuffer(buffer, dtype=np.int64 if wide else np.int32)
+    return raw[array.offset:array.offset + len(array) + 1].astype(np.int64)
+
+
+def binary_view(array: pa.Array) -> pa.Array:
+    """A binary or large_binary array with the bytes of a string, binary or view column."""
+    kind = array.type
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return array
+    if pa.types.is_string(kind):
+        return array.view(pa.binary())
+    if pa.types.is_large_string(kind):
+        return array.view(pa.large_binary())
+    return array.cast(pa.large_binary())
+
+
+def value_lengths(array: pa.Array) -> np.ndarray:
+    """Each value's byte length (binary or large_binary), int64."""
+    if not len(array):
+        return np.zeros(0, dtype=np.int64)
+    return np.diff(offsets_of(array))
+
+
+# --- parts --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Varints:
+    """Zig-zag varints: ``z`` (uint64, or narrower) is the zig-zag form of each row's value."""
+
+    z: np.ndarray
+    present: np.ndarray | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class FixedBytes:
+    """``width`` bytes a row: ``matrix`` is ``rows x width`` uint8."""
+
+    matrix: np.ndarray
+    present: np.ndarray | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class RaggedBytes:
+    """Each row's bytes are the last ``lengths[i]`` columns of its row of ``matrix``."""
+
+    matrix: np.ndarray
+    lengths: np.ndarray
+    present: np.ndarray | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Constant:
+    """The same bytes in every row (a union branch, a framing header, a block's end)."""
+
+    data: bytes
+    present: np.ndarray | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Blob:
+    """A binary (or large_binary) array of one value per row; a null value writes nothing."""
+
+    array: pa.Array
+    present: np.ndarray | None = None
+
+
+Scalar = TypingUnion[Varints, FixedBytes, RaggedBytes, Constant]
+
+
+class Parts:
+    """The parts of one level's encoding, in order, for ``rows`` rows."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+        self._parts: list[Scalar | Blob] = []
+
+    def add(self, part: Scalar | Blob) -> None:
+        self._parts.append(part)
+
+    def join(self) -> pa.Array:
+        """Every row's encoding: a binary array (large_binary past 2 GiB), no nulls."""
+        pieces: list[pa.Array] = []
+        run: list[Scalar] = []
+        for part in self._parts:
+            if isinstance(part, Blob):
+                if run:
+                    pieces.append(_flatten(run, self.rows))
+                    run = []
+                pieces.append(_masked(part))
+            else:
+                run.append(part)
+        if run:
+            pieces.append(_flatten(run, self.rows))
+        if not pieces:
+            return pa.Array.from_buffers(pa.binary(), self.rows, [
+                None, pa.py_buffer(np.zeros(self.rows + 1, dtype=np.int32)), pa.py_buffer(b"")])
+        large = sum(_total_bytes(piece) for piece in pieces) > INT32_MAX
+        kind = pa.large_binary() if large else pa.binary()
+        pieces = [piece if piece.type == kind else piece.cast(kind) for piece in pieces]
+        if len(pieces) == 1 and not pieces[0].null_count:
+            return pieces[0]
+        return pc.binary_join_element_wise(*pieces, pa.scalar(b"", kind), null_handling="replace",
+                                           null_replacement=b"")
+
+
+def _total_bytes(array: pa.Array) -> int:
+    offsets = offsets_of(array) if len(array) else np.zeros(1, dtype=np.int64)
+    return int(offsets[-1] - offsets[0])
+
+
+def _masked(blob: Blob) -> pa.Array:
+    """The blob's array, null where the row is absent."""
+    array = blob.array
+    if blob.present is None or blob.present.all():
+        return array
+    keep = blob.present
+    valid = validity(array)
+    if valid is not None:
+        keep = keep & valid
+    bitmap = pa.py_buffer(np.packbits(keep, bitorder="little"))
+    base = binary_view(array)
+    offsets = offsets_of(base)
+    dtype = np.int64 if pa.types.is_large_binary(base.type) else np.int32
+    data = base.buffers()[2] if base.buffers()[2] is not None else pa.py_buffer(b"")
+    return pa.Array.from_buffers(base.type, len(base), [bitmap, pa.py_buffer(offsets.astype(dtype)), data])
+
+
+def _size_of(z: int) -> int:
+    """Bytes of the varint of the zig-zag value ``z``."""
+    return max(1, (int(z).bit_length() + 6) // 7)
+
+
+def _narrow(z: np.ndarray, most: int) -> np.ndarray:
+    """``z`` in the narrowest unsigned type that holds ``most``: fewer bytes to shift."""
+    if most < 1 << 8:
+        return z.astype(np.uint8, copy=False)
+    if most < 1 << 32:
+        return z.astype(np.uint32, copy=False)
+    return z.astype(np.uint64, copy=False)
+
+
+def _width(part: Scalar) -> int:
+    if isinstance(part, Varints):
+        return _size_of(part.z.max()) if len(part.z) else 1
+    if isinstance(part, Constant):
+        return len(part.data)
+    return part.matrix.shape[1]
+
+
+def _flatten(run: list[Scalar], rows: int) -> pa.Array:
+    """A run of scalar parts as one binary array: each part written into its columns of one byte
+    matrix, then the matrix flattened row by row through the mask of used bytes."""
+    widths = [_width(part) for part in run]
+    width = sum(widths)
+    matrix = np.empty((rows, width), dtype=np.uint8)
+    ragged = any(part.present is not None or isinstance(part, RaggedBytes)
+                 or (isinstance(part, Varints) and w > 1) for part, w in zip(run, widths))
+    mask = np.ones((rows, width), dtype=bool) if ragged else None
+    sizes = np.zeros(rows, dtype=np.int64) if ragged else None
+    at = 0
+    for part, w in zip(run, widths):
+        block = matrix[:, at:at + w]
+        used = None if mask is None else mask[:, at:at + w]
+        _write(part, w, block, used, sizes)
+        at += w
+    if mask is None:
+        data = matrix.reshape(-1)
+        offsets = np.arange(0, (rows + 1) * width, width, dtype=np.int64) if width else np.zeros(rows + 1, np.int64)
+    else:
+        data = matrix[mask]
+        offsets = np.zeros(rows + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+    large = len(data) > INT32_MAX
+    return pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), rows,
+                                 [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)),
+                                  pa.py_buffer(data)])
+
+
+def _write(part: Scalar, width: int, block: np.ndarray, used: np.ndarray | None,
+           sizes: np.ndarray | None) -> None:
+    """Write ``part`` into ``block`` (``rows x width``); where a mask is kept, clear the bytes a
+    row does not use in ``used`` and add the bytes it does to ``sizes``."""
+    present = part.present
+    if isinstance(part, Constant):
+        block[:] = np.frombuffer(part.data, dtype=np.uint8)
+        _count_whole(width, present, used, sizes)
+    elif isinstance(part, FixedBytes):
+        block[:] = part.matrix
+        _count_whole(width, present, used, sizes)
+    elif isinstance(part, RaggedBytes):
+        block[:] = part.matrix
+        starts = width - part.lengths
+        used[:] = np.arange(width)[None, :] >= starts[:, None]
+        if present is not None:
+            used &= present[:, None]
+            sizes += np.where(present, part.lengths, 0)
+        else:
+            sizes += part.lengths
+    else:
+        _write_varints(part, width, block, used, sizes)
+
+
+def _count_whole(width: int, present: np.ndarray | None, used: np.ndarray | None,
+                 sizes: np.ndarray | None) -> None:
+    if used is None:
+        return
+    if present is None:
+        sizes += width
+    else:
+        used[:] = present[:, None]
+        sizes += present * width
+
+
+def _write_varints(part: Varints, width: int, block: np.ndarray, used: np.ndarray | None,
+                   sizes: np.ndarray | None) -> None:
+    z = _narrow(part.z, int(part.z.max()) if len(part.z) else 0)
+    kind = z.dtype.type
+    present = part.present
+    if used is not None:
+        used[:, 0] = True if present is None else present
+        sizes += 1 if present is None else present
+    for k in range(width):
+        shifted = z >> kind(7 * k) if k else z
+        byte = shifted.astype(np.uint8)
+        if k < width - 1:
+            more = shifted > kind(0x7F)
+            np.bitwise_or(byte, np.uint8(0x80), out=byte, where=more)
+            if present is not None:
+                more &= present
+            used[:, k + 1] = more
+            sizes += more
+        block[:, k] = byte
