@@ -19,7 +19,8 @@ __all__ = [
 
 
 class JavaNotFoundError(BrokerLaunchError):
-    """No usable ``java`` (17 or later) on ``JAVA_HOME`` or ``PATH``."""
+    """No usable ``java``: 17 or later on ``JAVA_HOME`` or ``PATH`` for Kafka, 21 or later for the
+    schema registry (``embedded/apicurio.py``)."""
 
 
 class JarResolutionError(BrokerLaunchError):
