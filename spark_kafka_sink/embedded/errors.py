@@ -24,7 +24,8 @@ class JavaNotFoundError(BrokerLaunchError):
 
 
 class JarResolutionError(BrokerLaunchError):
-    """Maven or Ivy could not fetch the Kafka jars (or neither tool is available)."""
+    """Maven or Ivy could not fetch the Kafka jars or the Apicurio Registry archive (or neither
+    tool is available), or the archive could not be unpacked."""
 
 
 class PortInUseError(BrokerLaunchError):
