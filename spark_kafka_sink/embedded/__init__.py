@@ -34,6 +34,7 @@ _EXPORTS = {
     "JarResolutionError": "errors",
     "JavaNotFoundError": "errors",
     "PortInUseError": "errors",
+    "RegistryStartError": "errors",
     "StorageFormatError": "errors",
 }
 
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from .apicurio import DEFAULT_APICURIO_VERSION, ApicurioApp, find_registry_java, resolve_apicurio
     from .embedded_kafka import EmbeddedKafka
     from .errors import (BrokerLaunchError, BrokerStartError, JarResolutionError, JavaNotFoundError,
-                         PortInUseError, StorageFormatError)
+                         PortInUseError, RegistryStartError, StorageFormatError)
     from .jars import DEFAULT_KAFKA_VERSION, KafkaJars, resolve_kafka_jars
     from .node import KafkaNode
     from .security import BrokerSecurity, TlsMaterial

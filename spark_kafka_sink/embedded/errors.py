@@ -1,4 +1,5 @@
-"""Why the embedded broker could not be set up: one :class:`BrokerLaunchError` subclass per cause.
+"""Why the embedded broker or the testing kit's schema registry could not be set up: one
+:class:`BrokerLaunchError` subclass per cause.
 
 Each message says what failed and what to do, and carries the evidence (the tail of Maven's or
 Ivy's output, the tail of the node's log) so that a failed test run explains itself.
@@ -14,6 +15,7 @@ __all__ = [
     "JarResolutionError",
     "JavaNotFoundError",
     "PortInUseError",
+    "RegistryStartError",
     "StorageFormatError",
 ]
 
@@ -42,6 +44,10 @@ class StorageFormatError(BrokerLaunchError):
 
 class BrokerStartError(BrokerLaunchError):
     """A node exited during start-up, or the cluster was not ready in time."""
+
+
+class RegistryStartError(BrokerLaunchError):
+    """The testing kit's schema registry exited during start-up, or did not answer in time."""
 
 
 def tail(text: str, lines: int = 60) -> str:
