@@ -148,8 +148,8 @@ def _version_or_reason(java: str) -> int | str:
         return "not executable"
     try:
         return java_version(java)
-    except JavaNotFoundError as exc:
-        return str(exc).removesuffix(f". {INSTALL_HINT}")
+    except JavaNotFoundError as exc:  # "<java> -version failed ...": the path is said once already
+        return str(exc).removesuffix(f". {INSTALL_HINT}").removeprefix(f"{java} ")
 
 
 def _describe(java: str, found: int | str, with_path: bool = True) -> str:

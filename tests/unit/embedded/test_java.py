@@ -100,7 +100,7 @@ def test_nothing_new_enough_names_every_place_and_what_was_there(tmp_path, env):
         f"  - {ENV}: not set",
         "  - PATH: no `java`",
         f"  - JAVA_HOME={home.parent.parent}: {home}: Java 17",
-        f"  - {broken}: {broken} -version failed (exit 1): Error: could not create the Java Virtual Machine.",
+        f"  - {broken}: -version failed (exit 1): Error: could not create the Java Virtual Machine.",
         f"  - {old}: Java 17",  # its Debian alias is not listed twice
         f"  - {java8}: Java 8",
         f"  - {empty}: no JDK in it",
