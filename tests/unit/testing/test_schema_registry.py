@@ -6,19 +6,26 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import socket
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
+from spark_kafka_sink import cli
 from spark_kafka_sink.embedded import DEFAULT_APICURIO_VERSION, RegistryStartError
 from spark_kafka_sink.embedded.ports import check_free
 from spark_kafka_sink.testing import SchemaRegistry
 
-# Answers 503 once, then 200 on the ccompat subjects path; records its arguments in its cwd.
+# Says it is Java 25 when asked; else answers 503 once, then 200 on the ccompat subjects path,
+# having recorded its arguments in its cwd.
 FAKE_REGISTRY = """\
 import http.server, json, sys
+if sys.argv[1:] == ["-version"]:
+    sys.exit(print('openjdk version "25.0.1" 2025-10-21', file=sys.stderr))
 props = dict(arg[2:].split("=", 1) for arg in sys.argv[1:] if arg.startswith("-D"))
 with open("argv.json", "w") as out:
     json.dump(sys.argv[1:], out)
@@ -144,3 +151,28 @@ def test_the_probe_ignores_proxy_settings(tmp_path, cache, monkeypatch):
     java = _script(tmp_path / "java", f"#!{sys.executable}\n{FAKE_REGISTRY}")
     with SchemaRegistry(java=java, cache_dir=cache, start_timeout_s=3) as registry:
         assert registry.is_alive
+
+
+def test_the_cli_prints_the_url_and_stops_the_registry_on_sigint(tmp_path, cache, monkeypatch):
+    monkeypatch.setenv("SPARK_KAFKA_SINK_REGISTRY_JAVA", _script(tmp_path / "java", f"#!{sys.executable}\n{FAKE_REGISTRY}"))
+    said: list[str] = []
+    ready = threading.Event()
+
+    def say(text: str, err: bool = False) -> None:
+        said.append(text)
+        if text == "Press Ctrl-C to stop.":
+            ready.set()
+
+    def interrupt() -> None:  # Ctrl-C, once the command waits for it
+        if ready.wait(10):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(cli, "_say", say)
+    threading.Thread(target=interrupt, daemon=True).start()
+    code = cli.main(["schema-registry", "--cache-dir", str(cache), "--work-dir", str(tmp_path / "work")])
+    assert code == 0, said
+    url = next(line for line in said if line.startswith("schema.registry.url="))
+    assert re.fullmatch(r"schema\.registry\.url=http://127\.0\.0\.1:\d+/apis/ccompat/v7", url)
+    pid = int(re.search(r", pid (\d+), ", "\n".join(said)).group(1))
+    assert _gone(pid) and said[-2:] == ["Stopping...", "Stopped."]
+    assert (tmp_path / "work" / "registry.log").is_file()  # a given --work-dir is kept
