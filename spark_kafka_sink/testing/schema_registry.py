@@ -15,7 +15,8 @@ first clean stop on a machine, see ``embedded/cds.py``). The registry is ready o
 ``GET <url>/subjects`` answers 200. If it exits first or does not answer in time,
 :class:`~spark_kafka_sink.embedded.RegistryStartError` carries the tail of its log. :meth:`close`
 stops it by process id (its process group): SIGTERM, SIGKILL after a grace, then reaped. A
-temporary work directory (the log, the JVM's temporary files) is removed then.
+temporary work directory (the log, the JVM's temporary files) is removed then. A registry never
+closed is killed by a finalizer (at interpreter exit at the latest).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -72,6 +74,7 @@ class SchemaRegistry:
         self._properties = {str(k): str(v) for k, v in (properties or {}).items()}
         self._clock = clock
         self._process: subprocess.Popen | None = None
+        self._finalizer: weakref.finalize | None = None
         self._owned_dir: Path | None = None
         self._cds = cds.CdsPlan(())
         self.directory: Path | None = None
@@ -105,6 +108,7 @@ class SchemaRegistry:
             began = self._clock.monotonic_ms()
             self._process = launch_jvm(command, cwd=self.directory, log_path=self.log_path,
                                        banner=f"starting Apicurio Registry {self.version}")
+            self._finalizer = weakref.finalize(self, _kill_forgotten, self._process, self._owned_dir)
             self._wait_ready(began + int(self.start_timeout_s * 1000))
             self.start_seconds = (self._clock.monotonic_ms() - began) / 1000
         except BaseException:
@@ -116,6 +120,9 @@ class SchemaRegistry:
         """Stop the registry (SIGTERM to its process group, SIGKILL after ``grace_s``), reap it,
         and remove a temporary work directory; idempotent. Returns its exit code."""
         process, self._process = self._process, None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
         code = None
         try:
             if process is not None:
@@ -216,3 +223,11 @@ class SchemaRegistry:
     def __repr__(self) -> str:
         state = f"url={self.url}, pid={self.pid}" if self.is_alive else "stopped"
         return f"SchemaRegistry(version={self.version}, {state})"
+
+
+def _kill_forgotten(process: subprocess.Popen, owned_dir: Path | None) -> None:
+    """Finalizer (at interpreter exit too) of a registry never closed: kill and reap its JVM,
+    remove its temporary directory."""
+    stop_jvm(process, grace_s=0.0)
+    if owned_dir is not None:
+        shutil.rmtree(owned_dir, ignore_errors=True)

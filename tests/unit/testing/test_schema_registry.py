@@ -4,6 +4,7 @@ a fake cache entry: its command line, readiness, failures and stop. The real reg
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -136,6 +137,15 @@ def test_no_answer_in_time_raises_and_kills_the_process_group(tmp_path, cache):
     assert "(log " not in message  # a temporary work dir is gone by now: the tail is in the message
     assert registry.pid is None and registry.directory is not None and not registry.directory.exists()
     assert _gone(int(pid_file.read_text()))  # the sleep that replaced the shell
+
+
+def test_a_forgotten_registry_is_killed_by_its_finalizer(tmp_path, cache):
+    java = _script(tmp_path / "java", f"#!{sys.executable}\n{FAKE_REGISTRY}")
+    registry = SchemaRegistry(java=java, cache_dir=cache).start()
+    pid, work_dir = registry.pid, registry.directory
+    del registry
+    gc.collect()
+    assert _gone(pid) and not work_dir.exists()
 
 
 def test_settings_are_checked(tmp_path):
