@@ -45,6 +45,7 @@ _POLL_S = 0.1
 _PROBE_TIMEOUT_S = 2.0
 # Measured on 2 cores: it starts and serves tests in 128m (RSS about 200 MB); 64m still starts.
 DEFAULT_HEAP = "128m"
+CLIENT_TIMEOUT_S = 10
 
 
 class SchemaRegistry:
@@ -197,6 +198,14 @@ class SchemaRegistry:
         """The Confluent-compatible API, ``http://127.0.0.1:<port>/apis/ccompat/v7``: what
         ``schema.registry.url`` and Confluent's ``SchemaRegistryClient`` take."""
         return self.base_url + CCOMPAT_PATH
+
+    def client_conf(self) -> dict[str, object]:
+        """Configuration for confluent-kafka's ``SchemaRegistryClient``: ``url`` and a request
+        ``timeout``. Apicurio now and then leaves a request for a path it does not serve
+        unanswered (its 404 never sent: about one in several hundred on a fresh connection; newer
+        clients' serializers look up such a path, ``/associations``), and that client waits
+        forever by default; with a timeout, its retry takes over."""
+        return {"url": self.url, "timeout": CLIENT_TIMEOUT_S}
 
     @property
     def pid(self) -> int | None:

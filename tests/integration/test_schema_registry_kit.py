@@ -33,12 +33,12 @@ def test_confluent_client_registers_reads_evolves_and_is_refused(tmp_path):
     subject = "events-value"
     with SchemaRegistry(work_dir=tmp_path / "registry") as registry, contextlib.ExitStack() as clients:
         assert registry.url == f"http://127.0.0.1:{registry.port}/apis/ccompat/v7"
+        assert registry.client_conf()["url"] == registry.url
 
         def reader() -> SchemaRegistryClient:
             """A client with a cold cache (a client keeps ids and latest versions): each read asks
-            the registry. Closed with the others at the end; a request that gets no answer fails
-            (the client's default is to wait forever)."""
-            return clients.enter_context(SchemaRegistryClient({"url": registry.url, "timeout": 30}))
+            the registry. Closed with the others at the end."""
+            return clients.enter_context(SchemaRegistryClient(registry.client_conf()))
 
         writer = reader()
         v1_id = writer.register_schema(subject, _avro(V1))

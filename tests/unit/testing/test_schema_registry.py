@@ -79,6 +79,7 @@ def test_starts_on_loopback_answers_and_stops_by_pid(tmp_path, cache):
         assert registry.is_alive and registry.start_seconds > 0
         assert registry.url == f"http://127.0.0.1:{registry.port}/apis/ccompat/v7"
         assert registry.base_url == f"http://127.0.0.1:{registry.port}"
+        assert registry.client_conf() == {"url": registry.url, "timeout": 10}
         assert registry.port != registry.management_port
         argv = json.loads((registry.directory / "argv.json").read_text())
         work_dir, pid, port = registry.directory, registry.pid, registry.port
