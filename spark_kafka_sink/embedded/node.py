@@ -236,13 +236,15 @@ class KafkaNode:
         return needle in text
 
 
-def launch_jvm(command: Sequence[str], *, cwd: Path, log_path: Path, banner: str) -> subprocess.Popen:
+def launch_jvm(command: Sequence[str], *, cwd: Path, log_path: Path, banner: str,
+               shown: Sequence[str] | None = None) -> subprocess.Popen:
     """Start ``command`` (a JVM) in a session of its own, with the parent-death signal (see the
     module docstring), its stdout and stderr appended to ``log_path`` after a line
-    ``=== spark-kafka-sink: <banner> at <time>: <command>``."""
+    ``=== spark-kafka-sink: <banner> at <time>: <command>`` (``shown`` instead of the command
+    when given: one whose secret values are hidden)."""
     with open(log_path, "ab") as log:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        log.write(f"=== spark-kafka-sink: {banner} at {stamp}: {' '.join(command)}\n".encode())
+        log.write(f"=== spark-kafka-sink: {banner} at {stamp}: {' '.join(shown or command)}\n".encode())
         log.flush()
         return subprocess.Popen(
             list(command), cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

@@ -1,7 +1,7 @@
 """SchemaRegistry: a real Confluent-compatible schema registry on loopback, for tests.
 
     with SchemaRegistry() as registry:
-        client = SchemaRegistryClient({"url": registry.url})    # confluent_kafka.schema_registry
+        client = SchemaRegistryClient(registry.client_conf())    # confluent_kafka.schema_registry
 
 It runs Apicurio Registry 3 (Apache 2.0), fetched from Maven Central once into the Kafka jars'
 cache (``spark_kafka_sink.embedded.apicurio``), as ``java -jar quarkus-run.jar`` on Java 21 or
@@ -55,7 +55,8 @@ class SchemaRegistry:
     the module docstring says). ``work_dir``: where its log goes (default: a temporary directory
     removed at close). ``cache_dir``: the cache root (default: the Kafka jars'). ``heap``: the JVM
     heap. ``java_options``: extra JVM flags, after ours. ``properties``: extra Apicurio or Quarkus
-    configuration (``-D`` system properties; one of ours named again takes the caller's value).
+    configuration (``-D`` system properties; one of ours named again takes the caller's value;
+    the log names them without their values).
     """
 
     def __init__(self, *, version: str = DEFAULT_APICURIO_VERSION, java: str | None = None,
@@ -102,13 +103,18 @@ class SchemaRegistry:
             self.directory = self._make_directory()
             self.port, self.management_port = free_ports(2)
             self._cds = cds.plan_in(self.app.directory / "cds", java, "registry")
-            command = [java, *service_flags(self.heap, self._java_options), *self._cds.flags,
-                       f"-Djava.io.tmpdir={self.directory / 'tmp'}",
-                       *(f"-D{name}={value}" for name, value in self._settings().items()),
-                       "-jar", str(self.app.run_jar)]
+            settings = self._settings()
+            flags = [*service_flags(self.heap, self._java_options), *self._cds.flags,
+                     f"-Djava.io.tmpdir={self.directory / 'tmp'}"]
+            run = ["-jar", str(self.app.run_jar)]
+            command = [java, *flags, *(f"-D{name}={value}" for name, value in settings.items()), *run]
+            # The log (and so a failed start's error) names the caller's properties, never their
+            # values: they may hold credentials.
+            shown = [java, *flags, *(f"-D{name}=" + ("(hidden)" if name in self._properties else value)
+                                     for name, value in settings.items()), *run]
             began = self._clock.monotonic_ms()
             self._process = launch_jvm(command, cwd=self.directory, log_path=self.log_path,
-                                       banner=f"starting Apicurio Registry {self.version}")
+                                       banner=f"starting Apicurio Registry {self.version}", shown=shown)
             self._finalizer = weakref.finalize(self, _kill_forgotten, self._process, self._owned_dir)
             self._wait_ready(began + int(self.start_timeout_s * 1000))
             self.start_seconds = (self._clock.monotonic_ms() - began) / 1000

@@ -103,13 +103,17 @@ def test_starts_on_loopback_answers_and_stops_by_pid(tmp_path, cache):
 def test_an_exit_during_start_up_raises_with_the_log_tail_and_keeps_a_given_work_dir(tmp_path, cache):
     java = _script(tmp_path / "java", "#!/bin/sh\necho 'Port already bound: 8080' >&2\nexit 3\n")
     work = tmp_path / "work"
+    properties = {"apicurio.auth.client-secret": "s3cr3t-value"}
     with pytest.raises(RegistryStartError) as caught:
-        SchemaRegistry(java=java, cache_dir=cache, work_dir=work).start()
+        SchemaRegistry(java=java, cache_dir=cache, work_dir=work, properties=properties).start()
     message = str(caught.value)
     assert f"exited with code 3 during start-up (log {work / 'registry.log'})" in message
     assert message.rstrip().endswith("Port already bound: 8080")
     log = (work / "registry.log").read_text()
     assert log.startswith(f"=== spark-kafka-sink: starting Apicurio Registry {DEFAULT_APICURIO_VERSION} at ")
+    # The caller's properties are named, their values never shown (they may be credentials).
+    assert "-Dapicurio.auth.client-secret=(hidden)" in log and "-Dquarkus.http.host=127.0.0.1" in log
+    assert "s3cr3t-value" not in log + message
 
 
 class _RacingClock:
