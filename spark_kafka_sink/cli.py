@@ -3,12 +3,16 @@
     spark-kafka-sink broker [--nodes N] [--port P] [--topic NAME[:PARTITIONS]]...
                             [--kafka-version V] [--work-dir D] [--cache-dir D]
                             [--security [--client-auth none|requested|required]]
+    spark-kafka-sink schema-registry [--work-dir D] [--cache-dir D] [--heap H]
 
 ``broker`` runs a real Apache Kafka cluster (KRaft) on loopback until Ctrl-C / SIGTERM, printing the
 ``bootstrap.servers`` line first so scripts can read it. ``--port`` fixes the first node's port
-(the others follow it); each ``--topic`` is created once the cluster is up, before that line. ``--security`` adds SSL, SASL_PLAINTEXT and
+(the others follow it); each ``--topic`` is created once the cluster is up, before that line.
+``--security`` adds SSL, SASL_PLAINTEXT and
 SASL_SSL listeners and prints ``bootstrap.servers.<PROTOCOL>=...``, ``ssl.ca.location=...`` and the
 client properties files (owner-only, passwords included) written into the work dir.
+``schema-registry`` runs the testing kit's schema registry (Apicurio Registry, in memory, Java 21+)
+the same way, printing ``schema.registry.url=...`` first.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import argparse
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from .version import __version__
@@ -100,12 +104,25 @@ def _parser() -> argparse.ArgumentParser:
     broker.add_argument("--client-auth", choices=("none", "requested", "required"), default="none",
                         help="ssl.client.auth of the TLS listeners (with --security; default none)")
     broker.set_defaults(run=_run_broker)
+
+    registry = commands.add_parser(
+        "schema-registry", help="run a local Confluent-compatible schema registry until Ctrl-C",
+        description="Run Apicurio Registry (in-memory storage; its Confluent-compatible API) on "
+                    "127.0.0.1 until Ctrl-C or SIGTERM. It needs Java 21 or later "
+                    "(SPARK_KAFKA_SINK_REGISTRY_JAVA, JAVA_HOME, PATH or the system's JVM "
+                    "directory) and is fetched from Maven Central on the first run, then cached.")
+    registry.add_argument("--work-dir", metavar="D",
+                          help="directory for its log (default: a temporary directory, removed on "
+                               "exit); kept on exit when given")
+    registry.add_argument("--cache-dir", metavar="D",
+                          help="cache root (default $SPARK_KAFKA_SINK_CACHE or ~/.cache/spark-kafka-sink)")
+    registry.add_argument("--heap", default="128m", help="JVM heap (default 128m)")
+    registry.set_defaults(run=_run_schema_registry)
     return parser
 
 
 def _run_broker(args: argparse.Namespace) -> int:
-    from .embedded import BrokerLaunchError, BrokerSecurity, EmbeddedKafka
-    from .errors import KafkaError
+    from .embedded import BrokerSecurity, EmbeddedKafka
 
     if args.nodes < 1:
         print("spark-kafka-sink broker: --nodes must be at least 1", file=sys.stderr)
@@ -118,6 +135,56 @@ def _run_broker(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     security = BrokerSecurity(client_auth=args.client_auth) if args.security else None
+    ports = None if args.port is None else [args.port + i for i in range(args.nodes)]
+    cluster = EmbeddedKafka(args.nodes, version=args.kafka_version, work_dir=args.work_dir,
+                            cache_dir=args.cache_dir, heap=args.heap, security=security, ports=ports)
+    created: list[str] = []
+
+    def start() -> None:
+        cluster.start()
+        created.extend(_create_topics(cluster, args.topic))
+
+    def died() -> bool:
+        dead = [node for node in cluster.nodes if not node.is_alive]
+        for node in dead:
+            _say(f"node {node.node_id} exited with code {node.exit_code}; log {node.log_path}:\n"
+                 f"{node.log_tail(30)}", err=True)
+        return bool(dead)
+
+    _say(f"Starting Apache Kafka {args.kafka_version} (KRaft), {args.nodes} node(s) "
+         "(the first run fetches the jars from Maven Central)...", err=True)
+    return _serve("broker", start, lambda: _report(cluster, created), died,
+                  lambda: cluster.close(grace_s=15.0))
+
+
+def _run_schema_registry(args: argparse.Namespace) -> int:
+    from .testing import SchemaRegistry
+
+    registry = SchemaRegistry(work_dir=args.work_dir, cache_dir=args.cache_dir, heap=args.heap)
+
+    def report() -> None:
+        _say(f"schema.registry.url={registry.url}")
+        _say(f"Apicurio Registry {registry.version}, started in {registry.start_seconds:.1f} s, "
+             f"pid {registry.pid}, log {registry.log_path}")
+        _say("Press Ctrl-C to stop.")
+
+    def died() -> bool:
+        if registry.is_alive:
+            return False
+        _say(f"the registry exited; its log ends:\n{registry.log_tail(30)}", err=True)
+        return True
+
+    _say("Starting Apicurio Registry (the first run fetches it from Maven Central)...", err=True)
+    return _serve("schema-registry", registry.start, report, died, registry.close)
+
+
+def _serve(name: str, start: Callable[[], object], report: Callable[[], None],
+           died: Callable[[], bool], close: Callable[[], object]) -> int:
+    """Start a service, report it, then run until Ctrl-C / SIGTERM (0) or until ``died`` (1);
+    ``close`` runs in every case, with both signals still caught."""
+    from .embedded import BrokerLaunchError
+    from .errors import KafkaError
+
     stop = threading.Event()
     started = threading.Event()
 
@@ -127,35 +194,25 @@ def _run_broker(args: argparse.Namespace) -> int:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    ports = None if args.port is None else [args.port + i for i in range(args.nodes)]
-    cluster = EmbeddedKafka(args.nodes, version=args.kafka_version, work_dir=args.work_dir,
-                            cache_dir=args.cache_dir, heap=args.heap, security=security, ports=ports)
     try:
-        _say(f"Starting Apache Kafka {args.kafka_version} (KRaft), {args.nodes} node(s) "
-             "(the first run fetches the jars from Maven Central)...", err=True)
         try:
-            cluster.start()
-            created = _create_topics(cluster, args.topic)
+            start()
         except (BrokerLaunchError, KafkaError) as exc:
-            _say(f"spark-kafka-sink broker: {exc}", err=True)
+            _say(f"spark-kafka-sink {name}: {exc}", err=True)
             return 1
         except KeyboardInterrupt:
             _say("Interrupted during start-up.", err=True)
             return 130
         started.set()
-        _report(cluster, created)
+        report()
         while not stop.wait(0.5):
-            dead = [node for node in cluster.nodes if not node.is_alive]
-            if dead:
-                for node in dead:
-                    _say(f"node {node.node_id} exited with code {node.exit_code}; log {node.log_path}:\n"
-                         f"{node.log_tail(30)}", err=True)
+            if died():
                 return 1
         _say("Stopping...", err=True)
         return 0
     finally:
-        # SIGINT/SIGTERM stay caught until every node is stopped and reaped.
-        cluster.close(grace_s=15.0)
+        # SIGINT/SIGTERM stay caught until everything is stopped and reaped.
+        close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         _say("Stopped.", err=True)

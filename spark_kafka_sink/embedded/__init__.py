@@ -4,7 +4,8 @@
 static-voter cluster with replication factor 3 for fault tests. ``security=BrokerSecurity()`` adds
 SSL and SASL listeners; ``advertised_ports`` puts fault proxies in front of the nodes.
 ``resolve_kafka_jars`` fetches the jars from Maven Central once (Maven, or the Ivy jar pyspark
-ships) into a cache directory.
+ships) into a cache directory; ``resolve_apicurio`` fetches Apicurio Registry (the testing kit's
+schema registry) into the same cache.
 See the README, "The embedded Apache Kafka broker".
 
 Names are imported lazily (PEP 562), so ``python -m spark_kafka_sink.embedded.jars`` (``make
@@ -20,6 +21,10 @@ _EXPORTS = {
     "DEFAULT_KAFKA_VERSION": "jars",
     "KafkaJars": "jars",
     "resolve_kafka_jars": "jars",
+    "DEFAULT_APICURIO_VERSION": "apicurio",
+    "ApicurioApp": "apicurio",
+    "resolve_apicurio": "apicurio",
+    "find_registry_java": "apicurio",
     "EmbeddedKafka": "embedded_kafka",
     "BrokerSecurity": "security",
     "TlsMaterial": "security",
@@ -29,6 +34,7 @@ _EXPORTS = {
     "JarResolutionError": "errors",
     "JavaNotFoundError": "errors",
     "PortInUseError": "errors",
+    "RegistryStartError": "errors",
     "StorageFormatError": "errors",
 }
 
@@ -49,9 +55,10 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from .apicurio import DEFAULT_APICURIO_VERSION, ApicurioApp, find_registry_java, resolve_apicurio
     from .embedded_kafka import EmbeddedKafka
     from .errors import (BrokerLaunchError, BrokerStartError, JarResolutionError, JavaNotFoundError,
-                         PortInUseError, StorageFormatError)
+                         PortInUseError, RegistryStartError, StorageFormatError)
     from .jars import DEFAULT_KAFKA_VERSION, KafkaJars, resolve_kafka_jars
     from .node import KafkaNode
     from .security import BrokerSecurity, TlsMaterial

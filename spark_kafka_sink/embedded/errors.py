@@ -1,4 +1,5 @@
-"""Why the embedded broker could not be set up: one :class:`BrokerLaunchError` subclass per cause.
+"""Why the embedded broker or the testing kit's schema registry could not be set up: one
+:class:`BrokerLaunchError` subclass per cause.
 
 Each message says what failed and what to do, and carries the evidence (the tail of Maven's or
 Ivy's output, the tail of the node's log) so that a failed test run explains itself.
@@ -14,16 +15,19 @@ __all__ = [
     "JarResolutionError",
     "JavaNotFoundError",
     "PortInUseError",
+    "RegistryStartError",
     "StorageFormatError",
 ]
 
 
 class JavaNotFoundError(BrokerLaunchError):
-    """No usable ``java`` (17 or later) on ``JAVA_HOME`` or ``PATH``."""
+    """No usable ``java``: 17 or later on ``JAVA_HOME`` or ``PATH`` for Kafka, 21 or later for the
+    schema registry (``embedded/apicurio.py``)."""
 
 
 class JarResolutionError(BrokerLaunchError):
-    """Maven or Ivy could not fetch the Kafka jars (or neither tool is available)."""
+    """Maven or Ivy could not fetch the Kafka jars or the Apicurio Registry archive (or neither
+    tool is available), or the archive could not be unpacked."""
 
 
 class PortInUseError(BrokerLaunchError):
@@ -40,6 +44,10 @@ class StorageFormatError(BrokerLaunchError):
 
 class BrokerStartError(BrokerLaunchError):
     """A node exited during start-up, or the cluster was not ready in time."""
+
+
+class RegistryStartError(BrokerLaunchError):
+    """The testing kit's schema registry exited during start-up, or did not answer in time."""
 
 
 def tail(text: str, lines: int = 60) -> str:

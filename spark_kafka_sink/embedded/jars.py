@@ -85,7 +85,7 @@ def resolve_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, cache_dir: str | os
     if cached is not None:
         return cached
     root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / f"kafka-{version}.lock"):
+    with locked(root / f"kafka-{version}.lock"):
         cached = _read_marker(target, version)  # another process may have finished meanwhile
         if cached is not None:
             return cached
@@ -126,7 +126,9 @@ def _read_marker(target: Path, version: str) -> KafkaJars | None:
 
 
 @contextlib.contextmanager
-def _locked(path: Path):
+def locked(path: Path):
+    """Hold an exclusive ``fcntl`` lock on ``path`` (created if missing) for the ``with`` block:
+    one resolution of a cache entry at a time, across processes."""
     with open(path, "a+") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
@@ -135,36 +137,48 @@ def _locked(path: Path):
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def _run(tool: str, command: list[str], env: dict[str, str] | None, cwd: str, version: str) -> None:
+def run_resolver(tool: str, command: list[str], env: dict[str, str] | None, cwd: str, what: str) -> None:
+    """Run Maven or Ivy fetching ``what`` (e.g. ``"Apache Kafka 4.1.1"``); a
+    :class:`JarResolutionError` with the tail of its output when it fails or times out."""
     try:
         out = subprocess.run(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              timeout=_RESOLVE_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
         raise JarResolutionError(
-            f"{tool} did not resolve Apache Kafka {version} within {_RESOLVE_TIMEOUT_S:.0f} s. "
+            f"{tool} did not resolve {what} within {_RESOLVE_TIMEOUT_S:.0f} s. "
             f"Output:\n{tail(_text(exc.output))}") from exc
     except OSError as exc:
         raise JarResolutionError(f"could not run {tool}: {exc}") from exc
     if out.returncode != 0:
         raise JarResolutionError(
-            f"{tool} could not resolve Apache Kafka {version} (exit {out.returncode}); Maven Central "
+            f"{tool} could not resolve {what} (exit {out.returncode}); Maven Central "
             f"must be reachable on the first start. Command: {' '.join(command)}\n"
             f"{tool} output (tail):\n{tail(out.stdout)}")
 
 
-def _resolve_with_maven(version: str, target: Path, java: str) -> None:
+def maven(java: str) -> tuple[str, dict[str, str]]:
+    """``mvn`` on PATH and the environment to run it in (``JAVA_HOME``: ``java``'s home unless set).
+
+    Maven reads its own settings (mirrors, proxies) as usual. :class:`JarResolutionError` without
+    ``mvn``.
+    """
     mvn = shutil.which("mvn")
     if mvn is None:
         raise JarResolutionError("`mvn` is not on PATH; install Maven or use method='ivy' (needs pyspark)")
     env = dict(os.environ)
     env.setdefault("JAVA_HOME", str(Path(os.path.realpath(java)).parent.parent))
+    return mvn, env
+
+
+def _resolve_with_maven(version: str, target: Path, java: str) -> None:
+    mvn, env = maven(java)
     with tempfile.TemporaryDirectory(prefix="spark-kafka-sink-mvn-") as work:
         pom = Path(work) / "pom.xml"
         shutil.copyfile(_POM, pom)  # the package directory may be read-only
-        _run("Maven", [mvn, "-B", "-ntp", "-f", str(pom), "dependency:copy-dependencies",
-                       "-DincludeScope=runtime", f"-DoutputDirectory={target}",
-                       f"-Dkafka.version={version}"], env, work, version)
+        run_resolver("Maven", [mvn, "-B", "-ntp", "-f", str(pom), "dependency:copy-dependencies",
+                               "-DincludeScope=runtime", f"-DoutputDirectory={target}",
+                               f"-Dkafka.version={version}"], env, work, f"Apache Kafka {version}")
 
 
 def _resolve_with_ivy(version: str, target: Path, java: str) -> None:
@@ -178,8 +192,9 @@ def _resolve_with_ivy(version: str, target: Path, java: str) -> None:
         ivy_xml = Path(work) / "ivy.xml"
         ivy_xml.write_text(ivy_module(version))
         pattern = f"{target}/[artifact]-[revision](-[classifier]).[ext]"
-        _run("Ivy", [java, "-jar", str(ivy_jar), "-ivy", str(ivy_xml), "-confs", "default",
-                     "-types", "jar", "bundle", "-retrieve", pattern], None, work, version)
+        run_resolver("Ivy", [java, "-jar", str(ivy_jar), "-ivy", str(ivy_xml), "-confs", "default",
+                             "-types", "jar", "bundle", "-retrieve", pattern], None, work,
+                     f"Apache Kafka {version}")
 
 
 def find_ivy_jar() -> Path | None:

@@ -13,7 +13,9 @@ nodes in order) and, on Linux, with a parent-death signal: if the Python process
 dies without cleaning up (SIGKILL, ``os._exit``), the kernel kills the JVM too. That signal is tied
 to the starting *thread*, so it is only set when the node is started from the main thread.
 
-Only the process this object started is ever signalled, and it is always reaped (no zombies).
+Only the process this object started is ever signalled (with its process group, which holds it
+alone), and it is always reaped (no zombies). ``launch_jvm`` and ``stop_jvm`` do the same for
+any JVM of the tooling (the testing kit's schema registry).
 """
 
 from __future__ import annotations
@@ -169,15 +171,8 @@ class KafkaNode:
             command = [self.java, *broker_flags(self.heap, LOG4J_CONFIG, self.directory / "logs"),
                        *(f"-D{name}={value}" for name, value in self.system_properties.items()),
                        *self._cds.flags, "-cp", self.jars.classpath, "kafka.Kafka", str(self.config_path)]
-            with open(self.log_path, "ab") as log:
-                stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-                log.write(f"=== spark-kafka-sink: starting node {self.node_id} at {stamp}: "
-                          f"{' '.join(command)}\n".encode())
-                log.flush()
-                self._process = subprocess.Popen(
-                    command, cwd=self.directory, stdin=subprocess.DEVNULL, stdout=log,
-                    stderr=subprocess.STDOUT, close_fds=True, start_new_session=True,
-                    preexec_fn=_parent_death_signal())
+            self._process = launch_jvm(command, cwd=self.directory, log_path=self.log_path,
+                                       banner=f"starting node {self.node_id}")
 
     def stop(self, grace_s: float = 15.0) -> int | None:
         """SIGTERM (Kafka shuts down cleanly), then SIGKILL after ``grace_s``; returns the exit code.
@@ -190,15 +185,7 @@ class KafkaNode:
             process = self._process
             if process is None:
                 return None
-            clean = True
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(grace_s)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    clean = False
-            code = process.wait()
+            code, clean = stop_jvm(process, grace_s)
             # 143 = 128 + SIGTERM: Kafka's normal exit after its shutdown hooks ran.
             cds.promote(self._cds, clean_exit=clean and code in (0, 143))
             return code
@@ -247,6 +234,45 @@ class KafkaNode:
         if since_last_start:
             text = text[text.rfind("=== spark-kafka-sink: starting node"):]
         return needle in text
+
+
+def launch_jvm(command: Sequence[str], *, cwd: Path, log_path: Path, banner: str,
+               shown: Sequence[str] | None = None) -> subprocess.Popen:
+    """Start ``command`` (a JVM) in a session of its own, with the parent-death signal (see the
+    module docstring), its stdout and stderr appended to ``log_path`` after a line
+    ``=== spark-kafka-sink: <banner> at <time>: <command>`` (``shown`` instead of the command
+    when given: one whose secret values are hidden)."""
+    with open(log_path, "ab") as log:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        log.write(f"=== spark-kafka-sink: {banner} at {stamp}: {' '.join(shown or command)}\n".encode())
+        log.flush()
+        return subprocess.Popen(
+            list(command), cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            close_fds=True, start_new_session=True, preexec_fn=_parent_death_signal())
+
+
+def stop_jvm(process: subprocess.Popen, grace_s: float) -> tuple[int, bool]:
+    """Stop a process :func:`launch_jvm` started: SIGTERM to its process group (the session it
+    leads), SIGKILL after ``grace_s``, then reap it. Returns its exit code and whether it ended
+    within the grace."""
+    clean = True
+    if process.poll() is None:
+        _signal_group(process, signal.SIGTERM)
+        try:
+            process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            _signal_group(process, signal.SIGKILL)
+            clean = False
+    return process.wait(), clean
+
+
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    """``sig`` to the group ``process`` leads; only while it is unreaped, so the id is still its."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            pass
 
 
 def _parent_death_signal():

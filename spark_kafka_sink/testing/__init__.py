@@ -6,14 +6,17 @@
 17+ needed) and can kill, stop and restart nodes, create topics and report leaders and ISRs.
 With ``proxied=True`` each node sits behind a :class:`FaultProxy` whose ``stall``, ``delay``,
 ``cut`` and ``refuse`` controls act on client connections only. :class:`TokenEndpoint` is an
-OAuth token endpoint on loopback for OAUTHBEARER/OIDC clients. See the README's testing section
-for a pytest example.
+OAuth token endpoint on loopback for OAUTHBEARER/OIDC clients. :class:`SchemaRegistry` runs a
+real Confluent-compatible schema registry (Apicurio Registry; Java 21+ needed). See the README's
+testing section for a pytest example.
 """
 
 from __future__ import annotations
 
 from .kafka_cluster import KafkaCluster
 from .faultproxy import DOWNSTREAM, UPSTREAM, FaultProxy, advertise_through
+from .schema_registry import SchemaRegistry
 from .token_endpoint import TokenEndpoint
 
-__all__ = ["DOWNSTREAM", "UPSTREAM", "FaultProxy", "KafkaCluster", "TokenEndpoint", "advertise_through"]
+__all__ = ["DOWNSTREAM", "UPSTREAM", "FaultProxy", "KafkaCluster", "SchemaRegistry", "TokenEndpoint",
+           "advertise_through"]
