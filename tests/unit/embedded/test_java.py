@@ -75,11 +75,11 @@ def test_the_newest_jdk_of_the_system_directories_when_the_others_are_too_old(tm
     _jdk(jvm / "java-17-openjdk-amd64", "17.0.15")
     (jvm / "java-1.17.0-openjdk-amd64").symlink_to(jvm / "java-17-openjdk-amd64")
     _jdk(jvm / "openjdk-21", "21.0.5")
-    newest = _jdk(jvm / "temurin-25-jdk-amd64", "25.0.3")
+    newest = _jdk(jvm / "jdk-25-amd64", "25.0.3")
     (jvm / "not-a-jdk").mkdir()
     assert _find([tmp_path / "absent", jvm]) == str(newest)
     mac = tmp_path / "mac"
-    mac_java = _jdk(mac / "temurin-21.jdk", "21.0.1", mac=True)
+    mac_java = _jdk(mac / "jdk-21.jdk", "21.0.1", mac=True)
     assert _find([mac]) == str(mac_java)
 
 
