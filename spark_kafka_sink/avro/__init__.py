@@ -11,7 +11,8 @@ The modules, from the bottom up:
   in the Confluent wire format with a schema id) and the rows that could not be encoded;
 - :mod:`.format`: the formats the sink picks by ``value.format`` (``bytes``, ``avro``).
 
-The package imports nothing else of spark_kafka_sink but ``errors``. Its names are exported
+The package imports nothing else of spark_kafka_sink but ``errors`` and the record layer's
+Arrow column helpers (``record.arrow_columns``). Its names are exported
 lazily (PEP 562): importing it does not import pyarrow or numpy.
 """
 

@@ -29,6 +29,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..record.arrow_columns import as_binary
+
 __all__ = [
     "Blob",
     "Constant",
@@ -37,7 +39,6 @@ __all__ = [
     "Parts",
     "RaggedBytes",
     "Varints",
-    "binary_view",
     "value_lengths",
     "offsets_of",
     "validity",
@@ -73,18 +74,6 @@ def offsets_of(array: pa.Array) -> np.ndarray:
         return np.zeros(len(array) + 1, dtype=np.int64)
     raw = np.frombuffer(buffer, dtype=np.int64 if wide else np.int32)
     return raw[array.offset:array.offset + len(array) + 1].astype(np.int64)
-
-
-def binary_view(array: pa.Array) -> pa.Array:
-    """A binary or large_binary array with the bytes of a string, binary or view column."""
-    kind = array.type
-    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-        return array
-    if pa.types.is_string(kind):
-        return array.view(pa.binary())
-    if pa.types.is_large_string(kind):
-        return array.view(pa.large_binary())
-    return array.cast(pa.large_binary())
 
 
 def value_lengths(array: pa.Array) -> np.ndarray:
@@ -191,7 +180,7 @@ def _masked(blob: Blob) -> pa.Array:
     if valid is not None:
         keep = keep & valid
     bitmap = pa.py_buffer(np.packbits(keep, bitorder="little"))
-    base = binary_view(array)
+    base = as_binary(array)
     offsets = offsets_of(base)
     dtype = np.int64 if pa.types.is_large_binary(base.type) else np.int32
     data = base.buffers()[2] if base.buffers()[2] is not None else pa.py_buffer(b"")

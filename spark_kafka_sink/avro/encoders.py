@@ -28,7 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .columns import (Blob, Constant, FixedBytes, Parts, RaggedBytes, Varints, binary_view, value_lengths,
+from ..record.arrow_columns import as_binary
+from .columns import (Blob, Constant, FixedBytes, Parts, RaggedBytes, Varints, value_lengths,
                       offsets_of, validity, zigzag_column)
 from .schema import decimal_bytes_for_precision
 
@@ -245,7 +246,7 @@ class BytesEncoder(Encoder):
         self.null_reason = null_reason
 
     def write(self, array, present, level):
-        data = binary_view(array)
+        data = as_binary(array)
         level.add(Varints(zigzag_column(value_lengths(data)), present))
         level.add(Blob(data, present))
 
@@ -263,7 +264,7 @@ class FixedEncoder(Encoder):
         if pa.types.is_fixed_size_binary(array.type):
             level.add(FixedBytes(_rows(array, self.size), present))
             return
-        data = binary_view(array)
+        data = as_binary(array)
         lengths = value_lengths(data)
         wrong = lengths != self.size
         if array.null_count:

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from ..errors import ConfigError
-from .columns import binary_view
+from ..record.arrow_columns import as_binary
 from .derive import TOP_LEVEL_RECORD, derive_schema, is_binary_type, is_string_type
 from .encoding import EncodeResult, as_column, confluent_header, encode_column
 from .plan import compile_plan
@@ -54,7 +54,7 @@ class BytesFormat:
             return EncodeResult(pa.nulls(len(array), pa.binary()))
         if not (is_binary_type(array.type) or is_string_type(array.type)):
             raise TypeError(f"the {self.column} column must be binary or string for format bytes, got {array.type}")
-        return EncodeResult(binary_view(array))
+        return EncodeResult(as_binary(array))
 
 
 @dataclass(frozen=True)
