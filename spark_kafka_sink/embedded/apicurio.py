@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import JarResolutionError
-from .jars import default_cache_root, find_ivy_jar, locked, maven, run_resolver
+from .jars import check_method, find_ivy_jar, maven, resolve_cached, run_resolver
 from .java import find_java, find_java_at_least
 
 DEFAULT_APICURIO_VERSION = "3.3.3"
@@ -82,21 +82,14 @@ def resolve_apicurio(version: str = DEFAULT_APICURIO_VERSION, cache_dir: str | o
     ``mvn`` is on PATH, else pyspark's Ivy), ``"maven"`` or ``"ivy"``; ``java`` runs them (any
     17+). Raises :class:`JarResolutionError` with the tail of the tool's output when it fails.
     """
-    if method not in ("auto", "maven", "ivy"):
-        raise ValueError(f"method must be auto, maven or ivy, not {method!r}")
-    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_root()
-    target = root / f"apicurio-registry-{version}"
-    cached = read_marker(target, version)
-    if cached is not None:
-        return cached
-    root.mkdir(parents=True, exist_ok=True)
-    with locked(root / f"apicurio-registry-{version}.lock"):
-        cached = read_marker(target, version)  # another process may have finished meanwhile
-        if cached is not None:
-            return cached
-        if method == "auto":
-            method = "maven" if shutil.which("mvn") else "ivy"
-        return _resolve(version, root, target, method, java or find_java())
+    check_method(method)
+
+    def resolve(target: Path) -> ApicurioApp:
+        how = ("maven" if shutil.which("mvn") else "ivy") if method == "auto" else method
+        return _resolve(version, target.parent, target, how, java or find_java())
+
+    return resolve_cached(cache_dir, f"apicurio-registry-{version}",
+                          lambda target: read_marker(target, version), resolve)
 
 
 def _resolve(version: str, root: Path, target: Path, method: str, java: str) -> ApicurioApp:

@@ -30,11 +30,15 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from .errors import BrokerLaunchError, JarResolutionError, tail
 from .java import find_java
+
+T = TypeVar("T")
 
 DEFAULT_KAFKA_VERSION = "4.1.1"
 
@@ -77,19 +81,31 @@ def resolve_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, cache_dir: str | os
     ``mvn`` is on PATH, else pyspark's Ivy), ``"maven"`` or ``"ivy"``. Raises
     :class:`JarResolutionError` with the tail of the tool's output when resolution fails.
     """
+    check_method(method)
+    return resolve_cached(cache_dir, f"kafka-{version}", lambda target: _read_marker(target, version),
+                          lambda target: _resolve(version, target, method, java or find_java()))
+
+
+def check_method(method: str) -> None:
+    """``method`` is one a resolution takes: ``auto``, ``maven`` or ``ivy``."""
     if method not in ("auto", "maven", "ivy"):
         raise ValueError(f"method must be auto, maven or ivy, not {method!r}")
+
+
+def resolve_cached(cache_dir: str | os.PathLike | None, name: str,
+                   read: Callable[[Path], T | None], resolve: Callable[[Path], T]) -> T:
+    """What ``read`` finds complete in ``<cache root>/<name>``, else ``resolve(target)`` once,
+    under ``<name>.lock`` (another process may be resolving the same thing: it is read again
+    inside the lock). ``cache_dir``: the cache root (default :func:`default_cache_root`)."""
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_root()
-    target = root / f"kafka-{version}"
-    cached = _read_marker(target, version)
+    target = root / name
+    cached = read(target)
     if cached is not None:
         return cached
     root.mkdir(parents=True, exist_ok=True)
-    with locked(root / f"kafka-{version}.lock"):
-        cached = _read_marker(target, version)  # another process may have finished meanwhile
-        if cached is not None:
-            return cached
-        return _resolve(version, target, method, java or find_java())
+    with locked(root / f"{name}.lock"):
+        cached = read(target)  # another process may have finished meanwhile
+        return cached if cached is not None else resolve(target)
 
 
 def _resolve(version: str, target: Path, method: str, java: str) -> KafkaJars:
