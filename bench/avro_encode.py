@@ -25,13 +25,13 @@ import argparse
 import decimal
 import io
 import json
-import time
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 
 from spark_kafka_sink.avro import derive_schema, encode, to_json
+
+from .arrow_encode import best_of
 
 SCHEMA_ID = 42
 WORDS = np.array(["alpha", "beta", "gamma", "delta", "epsilon", "a longer value of some thirty bytes", ""])
@@ -84,16 +84,6 @@ def encode_fastavro(records: list[dict], parsed) -> list[bytes]:
         write(buffer, parsed, record)
         out.append(buffer.getvalue())
     return out
-
-
-def best_of(repeat: int, run: Callable[[], list]) -> tuple[float, list]:
-    """The least CPU time of ``repeat`` runs, and the last run's output."""
-    best, out = float("inf"), []
-    for _ in range(repeat):
-        began = time.process_time()
-        out = run()
-        best = min(best, time.process_time() - began)
-    return best, out
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -6,6 +6,7 @@ A token endpoint URL may carry a secret (``https://user:password@idp/token``,
 
 from __future__ import annotations
 
+import ipaddress
 import urllib.parse
 
 __all__ = ["redact_url"]
@@ -27,3 +28,13 @@ def redact_url(url: str) -> str:
     if port:
         netloc += f":{port}"
     return urllib.parse.urlunsplit((parsed.scheme, netloc, parsed.path, "", ""))
+
+
+def is_loopback_host(host: str) -> bool:
+    """``localhost`` or a loopback IP address (where plain http may carry credentials)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import http.client
-import ipaddress
 import json
 import logging
 import socket
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..client.auth.oauth import CallbackTokenSource, TokenCache, import_provider
+from ..client.urls import is_loopback_host
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import AuthenticationError, ConfigError
 from ..version import __version__
@@ -188,7 +188,7 @@ class RegistryTransport:
         if self.credentials.present:
             for url in self._urls:
                 host = urllib.parse.urlsplit(url).hostname or ""
-                if url.startswith("http:") and not _is_loopback(host):
+                if url.startswith("http:") and not is_loopback_host(host):
                     log.warning("the schema registry credentials (%s) go unencrypted to %s",
                                 self.credentials.kind, url)
 
@@ -283,11 +283,3 @@ def _network_reason(exc: BaseException, timeout_s: float) -> str:
         return f"{type(exc).__name__}: {exc.strerror}"
     return f"{type(exc).__name__}: {exc}"
 
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import http.client
-import ipaddress
 import json
 import os
 import socket
@@ -41,7 +40,7 @@ from typing import Any, Callable, Mapping
 
 from ...errors import AuthenticationError, ConfigError
 from .oauth_token import OAuthToken
-from ..urls import redact_url
+from ..urls import is_loopback_host, redact_url
 
 __all__ = ["OidcTokenSource", "EndpointTrust", "jwt_claims"]
 
@@ -254,19 +253,11 @@ def _check_url(url: str) -> str:
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme == "https" and parsed.hostname:
         return url
-    if parsed.scheme == "http" and parsed.hostname and _is_loopback(parsed.hostname):
+    if parsed.scheme == "http" and parsed.hostname and is_loopback_host(parsed.hostname):
         return url
     raise ConfigError("sasl.oauthbearer.token.endpoint.url must be an https:// URL (plain http only to "
                       f"a loopback address), got {redact_url(url)!r}")
 
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _oauth_error(exc: urllib.error.HTTPError) -> str:
