@@ -20,6 +20,7 @@ values), and a lifted failure names the item: ``value.tags[3]``, ``value.attrs["
 
 from __future__ import annotations
 
+import abc
 import json
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -136,7 +137,7 @@ def _taken(array: pa.Array, rows: np.ndarray) -> list:
 
 # --- the encoders -------------------------------------------------------------------------------
 
-class Encoder:
+class Encoder(abc.ABC):
     """One schema node over one column: ``path`` names it in failures."""
 
     accepts_null = False  # a union with a null branch, or null itself
@@ -153,8 +154,9 @@ class Encoder:
             level.fail(_where(present, ~validity(array)), self.path, self.null_reason)
         self.write(array, present, level)
 
+    @abc.abstractmethod
     def write(self, array: pa.Array, present: np.ndarray | None, level: Level) -> None:
-        raise NotImplementedError
+        """Write every row's bytes of this node (nulls already judged by :meth:`encode`)."""
 
 
 class NullEncoder(Encoder):
@@ -177,6 +179,9 @@ class ConstantEncoder(Encoder):
         self.data = data
 
     def encode(self, array, present, level):
+        self.write(array, present, level)  # no column to look at (``array`` may be None)
+
+    def write(self, array, present, level):
         level.add(Constant(self.data, present))
 
 
