@@ -26,6 +26,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..errors import AvroSchemaError
+from ..record.arrow_columns import is_binary_view, is_string_view
 from .schema import (AvroArray, AvroField, AvroFixed, AvroMap, AvroPrimitive, AvroRecord, AvroSchema, AvroUnion,
                      decimal_bytes_for_precision, valid_name)
 
@@ -124,10 +125,10 @@ def _record(kind: pa.StructType, record_name: str, namespace: str, path: str) ->
 def is_string_type(kind: pa.DataType) -> bool:
     """Whether ``kind`` holds strings: string, large_string or string_view."""
     return (pa.types.is_string(kind) or pa.types.is_large_string(kind)
-            or getattr(pa.types, "is_string_view", lambda k: False)(kind))
+            or is_string_view(kind))
 
 
 def is_binary_type(kind: pa.DataType) -> bool:
     """Whether ``kind`` holds bytes: binary, large_binary, binary_view or fixed_size_binary."""
     return (pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind)
-            or getattr(pa.types, "is_binary_view", lambda k: False)(kind))
+            or is_binary_view(kind))
