@@ -13,7 +13,8 @@
 - TLS 1.2 or later.
 
 A file that is missing or not PEM raises :class:`ConfigError` naming the property (never the key
-password). :class:`TlsTransport` runs TLS over a non-blocking socket through memory BIOs, so the
+password); an encrypted key without ``ssl.key.password`` fails the same way instead of prompting.
+The schema registry client builds its context here too, from its ``schema.registry.ssl.*``. :class:`TlsTransport` runs TLS over a non-blocking socket through memory BIOs, so the
 selector keeps its own socket: the handshake advances on socket events, and every read decrypts
 everything the bytes received so far allow (no decrypted data is left waiting where the selector
 cannot see it). A failed handshake raises :class:`TlsHandshakeError` with the reason, e.g.
@@ -44,44 +45,51 @@ class TlsHandshakeError(OSError):
         self.strerror = message
 
 
-def build_ssl_context(config: Any) -> ssl.SSLContext:
-    """A client ``SSLContext`` from ``config`` (see the module docstring)."""
+def build_ssl_context(config: Any, *, prefix: str = "") -> ssl.SSLContext:
+    """A client ``SSLContext`` from ``config`` (see the module docstring). ``prefix``: where the
+    settings are another client's under a prefix of their own (``schema.registry.``), the
+    prefix errors name them by; a setting ``config`` lacks counts as not set."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.check_hostname = config.ssl_endpoint_identification_algorithm == "https"
     context.verify_mode = ssl.CERT_REQUIRED
-    _load_trust(context, config)
-    _load_client_certificate(context, config)
+    _load_trust(context, config, prefix)
+    _load_client_certificate(context, config, prefix)
     return context
 
 
-def _load_trust(context: ssl.SSLContext, config: Any) -> None:
-    if config.ssl_truststore_certificates is not None:
-        _load(lambda: context.load_verify_locations(cadata=config.ssl_truststore_certificates),
-              "ssl.truststore.certificates", "PEM certificates")
+def _load_trust(context: ssl.SSLContext, config: Any, prefix: str) -> None:
+    certificates = getattr(config, "ssl_truststore_certificates", None)
+    if certificates is not None:
+        _load(lambda: context.load_verify_locations(cadata=certificates),
+              f"{prefix}ssl.truststore.certificates", "PEM certificates")
         return
     for name in ("ssl_ca_location", "ssl_truststore_location"):
-        path = getattr(config, name)
+        path = getattr(config, name, None)
         if path is not None:
-            _load(lambda: context.load_verify_locations(cafile=path), name.replace("_", "."),
+            _load(lambda: context.load_verify_locations(cafile=path), prefix + name.replace("_", "."),
                   "a PEM file of CA certificates", path)
             return
     context.load_default_certs(ssl.Purpose.SERVER_AUTH)
 
 
-def _load_client_certificate(context: ssl.SSLContext, config: Any) -> None:
-    password = config.ssl_key_password
-    if config.ssl_keystore_location is not None:
-        path = config.ssl_keystore_location
-        _load(lambda: context.load_cert_chain(path, password=password), "ssl.keystore.location",
-              "a PEM file with the client certificate chain and its key", path)
+def _load_client_certificate(context: ssl.SSLContext, config: Any, prefix: str) -> None:
+    secret = config.ssl_key_password
+
+    def password() -> str:  # a callable: an encrypted key without one fails, never prompts
+        return secret or ""
+
+    keystore = getattr(config, "ssl_keystore_location", None)
+    if keystore is not None:
+        _load(lambda: context.load_cert_chain(keystore, password=password), f"{prefix}ssl.keystore.location",
+              "a PEM file with the client certificate chain and its key", keystore)
     elif config.ssl_certificate_location is not None:
         cert, key = config.ssl_certificate_location, config.ssl_key_location
-        names = "ssl.certificate.location" + (" and ssl.key.location" if key else "")
+        names = f"{prefix}ssl.certificate.location" + (f" and {prefix}ssl.key.location" if key else "")
         where = cert if key is None else f"{cert}, {key}"
         _load(lambda: context.load_cert_chain(cert, key, password=password), names,
               "PEM files of the client certificate chain and its private key "
-              "(ssl.key.password if the key is encrypted)", where)
+              f"({prefix}ssl.key.password if the key is encrypted)", where)
 
 
 def _load(action: Callable[[], None], name: str, expected: str, where: str | None = None) -> None:

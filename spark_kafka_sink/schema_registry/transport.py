@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..client.auth.oauth import CallbackTokenSource, TokenCache, import_provider
+from ..client.tls import build_ssl_context
 from ..client.urls import is_loopback_host
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import AuthenticationError, ConfigError
@@ -140,37 +141,9 @@ class RegistryCredentials:
 
 def registry_ssl_context(config: RegistryConfig) -> ssl.SSLContext:
     """The client TLS context of ``config``'s ``schema.registry.ssl.*`` settings (module
-    docstring); ConfigError naming the setting whose file cannot be loaded."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.check_hostname = config.ssl_endpoint_identification_algorithm == "https"
-    context.verify_mode = ssl.CERT_REQUIRED
-    if config.ssl_ca_location is not None:
-        _load("schema.registry.ssl.ca.location", config.ssl_ca_location, "a PEM file of CA certificates",
-              lambda: context.load_verify_locations(cafile=config.ssl_ca_location))
-    else:
-        context.load_default_certs(ssl.Purpose.SERVER_AUTH)
-    if config.ssl_certificate_location is not None:
-        password = config.ssl_key_password
-        names = "schema.registry.ssl.certificate.location" + (
-            " and schema.registry.ssl.key.location" if config.ssl_key_location else "")
-        where = ", ".join(path for path in (config.ssl_certificate_location, config.ssl_key_location) if path)
-        # a callable password: an encrypted key without one fails here instead of prompting
-        _load(names, where, "PEM files of the client certificate chain and its private key "
-              "(schema.registry.ssl.key.password if the key is encrypted)",
-              lambda: context.load_cert_chain(config.ssl_certificate_location, config.ssl_key_location,
-                                              password=lambda: password or ""))
-    return context
-
-
-def _load(name: str, where: str, expected: str, action: Callable[[], None]) -> None:
-    try:
-        action()
-    except FileNotFoundError:
-        raise ConfigError(f"{name}: file not found: {where}") from None
-    except (ssl.SSLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", None) or type(exc).__name__
-        raise ConfigError(f"{name} ({where}) must be {expected}; loading failed: {reason}") from None
+    docstring), built as the producer's is; ConfigError naming the setting whose file cannot be
+    loaded."""
+    return build_ssl_context(config, prefix="schema.registry.")
 
 
 class RegistryTransport:

@@ -75,6 +75,12 @@ def test_a_wrong_key_password_is_a_config_error_without_the_password(certs):
     assert "Wr0ng-pass" not in str(info.value) and KEY_PASSWORD not in str(info.value)
 
 
+def test_an_encrypted_key_without_its_password_is_a_config_error_not_a_prompt(certs):
+    with pytest.raises(ConfigError, match=r"ssl.key.password if the key is encrypted"):
+        build_ssl_context(config(**{"ssl.certificate.location": str(certs.client_cert),
+                                    "ssl.key.location": str(certs.client_key)}))
+
+
 def test_missing_and_non_pem_files_name_the_property(certs, tmp_path):
     with pytest.raises(ConfigError, match=r"^ssl.ca.location: file not found: .*nope.pem"):
         build_ssl_context(config(**{"ssl.ca.location": str(tmp_path / "nope.pem")}))
