@@ -27,13 +27,10 @@ import pyarrow as pa
 
 from ..errors import AvroSchemaError
 from ..record.arrow_columns import is_binary_view, is_string_view
-from .schema import (AvroArray, AvroField, AvroFixed, AvroMap, AvroPrimitive, AvroRecord, AvroSchema, AvroUnion,
+from .schema import (TOP_LEVEL_RECORD, AvroArray, AvroField, AvroFixed, AvroMap, AvroPrimitive, AvroRecord, AvroSchema, AvroUnion,
                      decimal_bytes_for_precision, valid_name)
 
 __all__ = ["TOP_LEVEL_RECORD", "derive_schema", "is_binary_type", "is_string_type"]
-
-TOP_LEVEL_RECORD = "topLevelRecord"
-"""Spark's name for the top-level record (``to_avro``'s ``recordName`` default)."""
 
 _NULL = AvroPrimitive("null")
 

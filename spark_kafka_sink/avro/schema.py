@@ -44,12 +44,16 @@ __all__ = [
     "LOGICAL_TYPES",
     "PRIMITIVES",
     "SCHEMA_TYPES",
+    "TOP_LEVEL_RECORD",
     "decimal_bytes_for_precision",
     "max_decimal_precision",
     "parse_schema",
     "to_json",
     "valid_name",
 ]
+
+TOP_LEVEL_RECORD = "topLevelRecord"
+"""Spark's name for the top-level record (``to_avro``'s ``recordName`` default)."""
 
 PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 """The primitive type names."""

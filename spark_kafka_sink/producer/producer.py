@@ -281,7 +281,8 @@ class KafkaProducer:
     def send_arrow(self, topic: str, data: Any, *, value: Any = "value", key: Any = DEFAULT,
                    headers: Any = DEFAULT, timestamp: Any = DEFAULT,
                    partition: Any = DEFAULT, errors_tolerance: str = "none",
-                   keep_refused: bool = False) -> ArrowSendResult:
+                   keep_refused: bool = False, value_format: Any = None,
+                   key_format: Any = None) -> ArrowSendResult:
         """Queue every row of ``data`` (a ``pyarrow.RecordBatch`` or ``Table``) for ``topic``,
         encoded into record batches straight from the Arrow columns (:mod:`.arrow.send`).
 
@@ -296,6 +297,12 @@ class KafkaProducer:
         (:mod:`.arrow.check`). ``keep_refused``: the result keeps the records the broker refuses
         one by one (INVALID_RECORD, ...) rather than counting them as failed
         (:meth:`~.tally.DeliveryTally.take_refused`).
+
+        ``value_format`` / ``key_format``: write that column in a format of
+        :mod:`spark_kafka_sink.avro` (``AvroFormat.for_type(batch.schema.field("value").type,
+        schema, schema_id=...)``), whatever its Arrow type; a row it cannot encode is a
+        :class:`~spark_kafka_sink.errors.SerializationError` naming the row and field, raised or
+        left out as ``errors_tolerance`` says.
 
         Raises at once, with nothing queued: ``TypeError``/``ValueError`` for a bad column (named;
         a negative timestamp, before 1970, names its row and value),
@@ -317,7 +324,10 @@ class KafkaProducer:
         check_topic(topic)
         self._raise_if_sender_died()
         columns = resolve_columns(data, value=value, key=key, headers=headers, timestamp=timestamp,
-                                  partition=partition, check_header_keys=not tolerant)
+                                  partition=partition, check_header_keys=not tolerant,
+                                  value_format=value_format, key_format=key_format)
+        if columns.unencoded and not tolerant:
+            raise columns.unencoded[0]
         result = ArrowSendResult(columns.rows, keep_refused=keep_refused)
         if columns.rows == 0:
             return result
@@ -336,11 +346,13 @@ class KafkaProducer:
         if tolerant:
             import numpy as np
 
-            from .arrow.check import find_bad_rows
+            from .arrow.check import find_bad_rows, merge_rejected
 
             rejected = find_bad_rows(topic, columns, timestamps,
                                      self._route(snapshot, topic).partition_count,
                                      self._max_record_size, limit)
+            if columns.unencoded:
+                rejected = merge_rejected(columns.unencoded, rejected)
             if rejected:
                 keep = np.ones(columns.rows, dtype=bool)
                 keep[[r.row for r in rejected]] = False

@@ -44,7 +44,8 @@ from ..client.urls import redact_url
 from ..errors import ConfigError
 from .subjects import STRATEGY_CHOICES, SubjectNameStrategy
 
-__all__ = ["RegistryConfig", "REGISTRY_PROPERTIES", "DEFAULT_REQUEST_TIMEOUT_MS"]
+__all__ = ["RegistryConfig", "REGISTRY_PROPERTIES", "REGISTRY_OPTION_NAMES", "DEFAULT_REQUEST_TIMEOUT_MS",
+           "is_registry_option"]
 
 HIDDEN = "[hidden]"
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
@@ -286,6 +287,15 @@ REGISTRY_PROPERTIES: Mapping[str, RegistryProperty] = MappingProxyType(
 """Every setting by its main name."""
 assert all(f.name == f.metadata["property"].attr for f in fields(RegistryConfig) if "property" in f.metadata)
 _ALIASES = {alias: prop.name for prop in REGISTRY_PROPERTIES.values() for alias in (prop.name, *prop.aliases)}
+REGISTRY_OPTION_NAMES = frozenset(_ALIASES)
+"""Every name a setting is taken under (main names and the others), lowercase."""
+
+
+def is_registry_option(name: str) -> bool:
+    """Whether the option ``name`` (any case) is the registry's: one of its names, or any other
+    ``schema.registry.*`` name (which :class:`RegistryConfig` refuses, naming it)."""
+    lower = name.strip().lower()
+    return lower in REGISTRY_OPTION_NAMES or lower.startswith(_PREFIX)
 
 
 def _by_name(properties: Mapping[str, Any], *, strict: bool) -> dict[str, Any]:

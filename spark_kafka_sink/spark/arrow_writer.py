@@ -47,9 +47,9 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from ..errors import InvalidPartitionError
+from ..errors import InvalidPartitionError, SerializationError
 from ..producer.transactions.resumable import ResumableTransaction
-from .dead_letters import CONVERT, BadRecord
+from .dead_letters import CONVERT, BadRecord, as_bytes
 from .metrics import SinkTaskMetrics
 from .options import TOPIC, SinkConfig, topic_name_problem
 from .producer_pool import ProducerPool, get_pool
@@ -196,7 +196,7 @@ class _BatchSender:
     """One task's ``send_arrow`` calls: the column arguments, the topics already checked."""
 
     __slots__ = ("_producer", "_send_arrow", "_columns", "_topic", "_outcome", "_checked",
-                 "_letters")
+                 "_letters", "_encoders", "_formats")
 
     def __init__(self, producer: Any, schema: WriteSchema, default_topic: str | None, outcome: Outcome):
         self._producer = producer
@@ -209,6 +209,8 @@ class _BatchSender:
         self._topic = default_topic
         self._outcome = outcome
         self._checked: set[str] = set()
+        self._encoders = schema.encoders
+        self._formats: dict[str, dict[str, Any] | None] = {}
 
     def send(self, batch: Any, position: int) -> bool:
         """Send ``batch`` (its first row is row ``position`` of the partition); ``False`` once a
@@ -274,20 +276,56 @@ class _BatchSender:
         ``batch`` is the task's batch itself)."""
         if batch.num_rows == 0:
             return True
+        formats = self._formats_for(topic)
+        if formats is None:
+            return self._unresolved(topic, batch, indices, position, whole)
         try:
-            result = self._send_arrow(topic, batch, value="value", **self._columns)
+            result = self._send_arrow(topic, batch, value="value", **self._columns, **formats)
         except Exception as error:  # noqa: BLE001 - reported with its row by check()
             row = getattr(error, "row", None)
             if row is not None:
                 row = position + int(row if indices is None else indices[row])
+                error = _at_position(error, row)
             self._outcome.record_send_error(error, topic, getattr(error, "partition", None), row)
             return False
         self._outcome.tallies.append(result)
         for rejected in result.rejected:  # errors.tolerance=all: rows that are no records
             row = rejected.row if indices is None else int(indices[rejected.row])
             source = batch if indices is None else (whole if whole is not None else batch)
-            self._letters.handle(self._producer, arrow_bad_record(source, row, rejected.error,
-                                                                  position, topic))
+            self._letters.handle(self._producer, arrow_bad_record(
+                source, row, _at_position(rejected.error, position + row), position, topic))
+        return True
+
+    def _formats_for(self, topic: str) -> dict[str, Any] | None:
+        """``send_arrow``'s ``key_format``/``value_format`` for ``topic`` (empty for bytes), or
+        ``None`` when the driver resolved no schema id for it."""
+        formats = self._formats.get(topic, False)
+        if formats is False:
+            formats = {}
+            for encoder in self._encoders:
+                found = encoder.for_topic(topic)
+                if found is None:
+                    formats = None
+                    break
+                formats[f"{encoder.side}_format"] = found
+            self._formats[topic] = formats
+        return formats
+
+    def _unresolved(self, topic: str, batch: Any, indices: np.ndarray | None, position: int,
+                    whole: Any) -> bool:
+        """Rows for a topic the driver resolved no schema id for (it was not in the data when
+        the driver looked: a source that is not deterministic): each one a bad record."""
+        sides = " and ".join(encoder.side for encoder in self._encoders if encoder.for_topic(topic) is None)
+        for row in range(batch.num_rows):
+            at = row if indices is None else int(indices[row])
+            error = RowError(f"row {position + at} of this partition goes to topic {topic!r}, for which "
+                             f"the driver registered no {sides} schema (the topic was not in the "
+                             f"micro-batch when the driver looked; is the source deterministic?)")
+            if self._letters is None:
+                self._outcome.record_send_error(error, topic, None, position + at)
+                return False
+            self._letters.handle(self._producer, arrow_bad_record(
+                whole if whole is not None and indices is not None else batch, at, error, position, topic))
         return True
 
     def _first_bad_topic(self, column: Any) -> tuple[int | None, str]:
@@ -316,11 +354,10 @@ class _BatchSender:
 def arrow_bad_record(batch: Any, row: int, error: BaseException, position: int,
                      topic: str | None = None) -> BadRecord:
     """Row ``row`` of ``batch`` (the sink columns; row ``position + row`` of the partition) as a
-    bad record of the ``convert`` stage: its key, value, headers with a key, partition."""
+    bad record of the ``convert`` stage: its key, value (as JSON when it is no bytes: an Avro
+    column's), headers with a key, partition."""
     values = batch.slice(row, 1).to_pylist()[0]
-
-    def raw(value: Any) -> bytes | None:
-        return value.encode("utf-8") if isinstance(value, str) else value
+    raw = as_bytes
 
     headers = [(h["key"], raw(h["value"])) for h in values.get("headers") or ()
                if h is not None and h["key"] is not None]
@@ -329,6 +366,14 @@ def arrow_bad_record(batch: Any, row: int, error: BaseException, position: int,
     return BadRecord(CONVERT, values.get("topic", topic) if topic is None else topic, partition,
                      raw(values.get("key")), raw(values.get("value")), headers, error,
                      position + row)
+
+
+def _at_position(error: BaseException, row: int) -> BaseException:
+    """A key or value encoding error renamed for row ``row`` of the task's partition (the
+    producer names the row of the batch it was given)."""
+    if isinstance(error, SerializationError):
+        return SerializationError(row, error.path, error.reason)
+    return error
 
 
 def _by_topic(batch: Any) -> Iterator[tuple[str, Any, np.ndarray | None]]:

@@ -38,6 +38,10 @@ driver's metrics (``record-error-total``, ``dlq-record-send-total``, ``record-sk
 
 from __future__ import annotations
 
+import base64
+import datetime
+import decimal
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
@@ -66,6 +70,33 @@ TRUNCATED = "...[truncated, {size} bytes]"
 NOTES = ("value", "key", "headers")
 """The parts of a bad record a dead letter may leave out to fit, in the order they go; each one
 left out gets a header ``<prefix><part>.dropped`` saying so."""
+
+
+def as_bytes(value: Any) -> bytes | None:
+    """A bad record's key or value as bytes: bytes as they are, a string as UTF-8, ``None``
+    kept, and anything else (an Avro column's struct, list, map or number, as Spark hands it to
+    Python) as JSON text: binary inside it as base64, dates and times ISO 8601, decimals exact."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if hasattr(value, "asDict"):     # a pyspark Row: by field name (json would make it a list)
+        value = value.asDict(recursive=True)
+    return json.dumps(value, default=_json_default, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (set, frozenset)):
+        return list(value)
+    return str(value)
 
 
 class DeadLetterError(KafkaError):

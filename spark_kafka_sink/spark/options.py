@@ -14,6 +14,9 @@ table gives each one's meaning and default. What :class:`SinkConfig` makes of th
   ``transactional.id.prefix`` (up to 200 characters, no blanks or control characters) and
   ``commit.topic`` (default ``spark-kafka-sink-commits.<prefix>``); ``preflight``
   (``spark/preflight.py``).
+- ``key.format`` / ``value.format`` and their ``<side>.avro.*`` / ``<side>.schema.id``
+  (:class:`FormatOptions`); the registry's settings under Confluent's names (``schema.registry.*``,
+  ``auto.register.schemas``, ...) make a ``RegistryConfig``, needed exactly when a side is framed.
 - Kafka Connect's per-record error policy (``spark/dead_letters.py``): ``errors.tolerance``,
   ``errors.deadletterqueue.topic.name``, ``errors.deadletterqueue.context.headers.enable``,
   ``errors.deadletterqueue.topic.replication.factor`` (when set, the driver creates a missing
@@ -21,9 +24,8 @@ table gives each one's meaning and default. What :class:`SinkConfig` makes of th
 
 Rules, following Spark where it has one:
 
-- Option names match without case, as Spark's (``CaseInsensitiveMap``: ``TOPIC`` is ``topic``,
-  ``kafka.Linger.MS`` is ``linger.ms``); the same name given twice in different cases is an error
-  here (Spark keeps one of them arbitrarily).
+- Option names match without case, as Spark's (``CaseInsensitiveMap``); the same name given
+  twice in different cases is an error here (Spark keeps one of them arbitrarily).
 - ``kafka.key.serializer`` / ``kafka.value.serializer`` are refused, as in Spark (records are
   bytes: serialize in the DataFrame); so are other Java-only producer properties, by name
   (``partitioner.class``, ``interceptor.classes``, ...), which Spark passes to its Java producer.
@@ -32,8 +34,7 @@ Rules, following Spark where it has one:
   :data:`EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS` there).
 - An unknown option is an error naming the nearest names (Spark ignores it silently), with a
   message of its own for Spark's Kafka *source* options (``subscribe``, ``startingOffsets``, ...).
-  ``checkpointLocation`` (Spark's streaming writer adds it) is accepted and ignored. An option
-  whose value is ``None`` counts as not given.
+  ``checkpointLocation`` (added by Spark's streaming writer) is ignored; a ``None`` value is unset.
 
 Errors are :class:`~spark_kafka_sink.errors.ConfigError` naming the option; no error, repr or
 :meth:`SinkConfig.redacted` view shows a secret's value (``kafka.sasl.jaas.config``, passwords).
@@ -46,8 +47,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ..avro.schema import TOP_LEVEL_RECORD, parse_schema, valid_name
 from ..config import JAVA_ONLY, PROPERTIES, ProducerConfig
 from ..errors import ConfigError
+from ..schema_registry.config import RegistryConfig, is_registry_option
 from ..producer.batch_size import with_bulk_batch_size
 from ..producer.topics import topic_name_problem
 
@@ -78,9 +81,19 @@ DLQ_CONTEXT_HEADERS = "errors.deadletterqueue.context.headers.enable"
 DLQ_REPLICATION_FACTOR = "errors.deadletterqueue.topic.replication.factor"
 ERRORS_LOG = "errors.log.enable"
 PREFLIGHT = "preflight"
+KEY, VALUE = "key", "value"
+BYTES, AVRO = "bytes", "avro"
+FORMAT_NAMES = (BYTES, AVRO)
+"""What ``key.format`` / ``value.format`` take (the formats of ``spark_kafka_sink.avro.format``)."""
+CONFLUENT, NO_FRAMING = "confluent", "none"
+FRAMINGS = (CONFLUENT, NO_FRAMING)
+FORMAT_SUFFIXES = ("format", "avro.schema", "schema.id", "avro.framing", "avro.record.name",
+                   "avro.record.namespace")
+"""Each side's format options: ``key.<suffix>`` and ``value.<suffix>``."""
+FORMAT_OPTIONS = tuple(f"{side}.{suffix}" for side in (KEY, VALUE) for suffix in FORMAT_SUFFIXES)
 SINK_OPTIONS = (TOPIC, PRODUCER_CACHE_TIMEOUT, MODE, DELIVERY_GUARANTEE, TXN_PREFIX, COMMIT_TOPIC,
                 ERRORS_TOLERANCE, DLQ_TOPIC, DLQ_CONTEXT_HEADERS, DLQ_REPLICATION_FACTOR, ERRORS_LOG,
-                PREFLIGHT)
+                PREFLIGHT, *FORMAT_OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -128,6 +141,88 @@ class ErrorPolicy:
     @property
     def tolerant(self) -> bool:
         return self.tolerance == TOLERANCE_ALL
+
+
+@dataclass(frozen=True)
+class FormatOptions:
+    """How one side (``side``: ``"key"`` or ``"value"``) of the records is written: ``format``
+    ``"bytes"`` (the column's bytes, string as UTF-8) or ``"avro"``. For Avro: ``avro_schema``, a
+    JSON schema checked against the column on the driver (else the schema comes from the registry
+    by ``schema_id`` or ``use.latest.version``, or is derived from the column's type, the record
+    named ``record_name`` in ``record_namespace``); ``framing`` ``"confluent"`` (magic byte and
+    schema id before each body: needs the registry) or ``"none"`` (plain bodies)."""
+
+    side: str
+    format: str = BYTES
+    avro_schema: str | None = None
+    schema_id: int | None = None
+    framing: str = CONFLUENT
+    record_name: str = TOP_LEVEL_RECORD
+    record_namespace: str = ""
+
+    def __post_init__(self) -> None:
+        side = self.side
+        if side not in (KEY, VALUE):
+            raise ValueError(f"side must be 'key' or 'value', got {side!r}")
+        if self.format not in FORMAT_NAMES:
+            raise ConfigError(f"option '{side}.format' must be {' or '.join(map(repr, FORMAT_NAMES))} "
+                              f"(default {BYTES!r}), got {self.format!r}")
+        if self.format == BYTES:
+            default = FormatOptions(side, AVRO)
+            for suffix, attr in zip(FORMAT_SUFFIXES[1:], ("avro_schema", "schema_id", "framing",
+                                                          "record_name", "record_namespace")):
+                if getattr(self, attr) != getattr(default, attr):
+                    raise ConfigError(f"option '{side}.{suffix}' is set but '{side}.format' is "
+                                      f"{BYTES!r}: set {side}.format=avro to write the {side} as Avro")
+            return
+        if self.framing not in FRAMINGS:
+            raise ConfigError(f"option '{side}.avro.framing' must be {' or '.join(map(repr, FRAMINGS))} "
+                              f"(default {CONFLUENT!r}), got {self.framing!r}")
+        schema_id = self.schema_id
+        if schema_id is not None:
+            if isinstance(schema_id, bool) or not isinstance(schema_id, int) or not 0 <= schema_id < 2**31:
+                raise ConfigError(f"option '{side}.schema.id' must be an integer in [0, {2**31 - 1}], "
+                                  f"got {schema_id!r}")
+            if self.avro_schema is not None:
+                raise ConfigError(f"set option '{side}.avro.schema' or '{side}.schema.id', not both: "
+                                  f"the id names a registered schema")
+            if self.framing == NO_FRAMING:
+                raise ConfigError(f"option '{side}.schema.id' names a registered schema, but "
+                                  f"'{side}.avro.framing' is 'none' (no registry): give the schema "
+                                  f"as '{side}.avro.schema'")
+        if self.avro_schema is not None:
+            if not isinstance(self.avro_schema, str):
+                raise ConfigError(f"option '{side}.avro.schema' must be a JSON string, got "
+                                  f"{type(self.avro_schema).__name__}")
+            try:
+                parse_schema(self.avro_schema)
+            except ConfigError as error:
+                raise ConfigError(f"option '{side}.avro.schema': {error}") from None
+        name, namespace = self.record_name, self.record_namespace
+        if not (isinstance(name, str) and valid_name(name)):
+            raise ConfigError(f"option '{side}.avro.record.name' must be an Avro name (a letter or _, "
+                              f"then letters, digits or _), got {name!r}")
+        if not isinstance(namespace, str) or (namespace and not all(map(valid_name, namespace.split(".")))):
+            raise ConfigError(f"option '{side}.avro.record.namespace' must be Avro names separated by "
+                              f"dots (each a letter or _, then letters, digits or _), got {namespace!r}")
+
+    @property
+    def avro(self) -> bool:
+        return self.format == AVRO
+
+    @property
+    def framed(self) -> bool:
+        """Whether each body carries the Confluent header (a schema id from the registry)."""
+        return self.format == AVRO and self.framing == CONFLUENT
+
+    def options(self) -> dict[str, Any]:
+        """The options that differ from the defaults, by option name (for ``redacted``)."""
+        default = FormatOptions(self.side)
+        attrs = ("format", "avro_schema", "schema_id", "framing", "record_name", "record_namespace")
+        return {f"{self.side}.{suffix}": getattr(self, attr) for suffix, attr in zip(FORMAT_SUFFIXES, attrs)
+                if getattr(self, attr) != getattr(default, attr)}
+
+
 IGNORED_OPTIONS = frozenset({"checkpointlocation"})  # added by Spark's streaming writer
 
 # Spark's Kafka source options (KafkaSourceProvider), lowercased: meaningless for a sink.
@@ -184,6 +279,9 @@ class SinkConfig:
     commit_topic: str | None = None
     error_policy: ErrorPolicy = ErrorPolicy()
     preflight: bool = True
+    key_format: FormatOptions = FormatOptions(KEY)
+    value_format: FormatOptions = FormatOptions(VALUE)
+    registry: RegistryConfig | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.producer_config, ProducerConfig):
@@ -204,6 +302,7 @@ class SinkConfig:
                             f"{type(self.error_policy).__name__}")
         if not isinstance(self.preflight, bool):
             raise ConfigError(f"option {PREFLIGHT!r} must be true or false, got {self.preflight!r}")
+        self._check_formats()
         if not self.exactly_once:
             for name, value in ((TXN_PREFIX, self.transactional_id_prefix), (COMMIT_TOPIC, self.commit_topic)):
                 if value is not None:
@@ -223,6 +322,37 @@ class SinkConfig:
         if problem := topic_name_problem(self.commit_topic):
             raise ConfigError(f"option {COMMIT_TOPIC!r} ({self.commit_topic!r}): {problem}")
         self.transactional_config(0)             # the producer rules, checked on the driver
+
+    def _check_formats(self) -> None:
+        """The formats' sides, and a registry exactly when a side writes the wire format."""
+        for side, options in ((KEY, self.key_format), (VALUE, self.value_format)):
+            if not isinstance(options, FormatOptions) or options.side != side:
+                raise TypeError(f"{side}_format must be the FormatOptions of side {side!r}, got {options!r}")
+        framed = [options.side for options in self.formats if options.framed]
+        if self.registry is None:
+            if framed:
+                side = framed[0]
+                raise ConfigError(
+                    f"option '{side}.format' is 'avro' in the Confluent wire format (each body after a "
+                    f"magic byte and the schema's registry id), which needs option "
+                    f"'schema.registry.url'; set it, or set {side}.avro.framing=none to write plain "
+                    f"Avro bodies without a registry")
+            return
+        if not isinstance(self.registry, RegistryConfig):
+            raise TypeError(f"registry must be a RegistryConfig, got {type(self.registry).__name__}")
+        if not framed:
+            raise ConfigError("option 'schema.registry.url' is set but no side is written through the "
+                              "registry: set value.format=avro (or key.format=avro), whose default "
+                              "framing is the Confluent wire format, or remove the registry options")
+        for options in self.formats:
+            if options.framed and options.schema_id is not None and self.registry.use_latest_version:
+                raise ConfigError(f"set option '{options.side}.schema.id' or 'use.latest.version=true', "
+                                  f"not both")
+
+    @property
+    def formats(self) -> tuple[FormatOptions, FormatOptions]:
+        """The key's and the value's format options."""
+        return (self.key_format, self.value_format)
 
     @property
     def exactly_once(self) -> bool:
@@ -250,11 +380,14 @@ class SinkConfig:
         given = _fold_case(options)
         properties: dict[str, Any] = {}
         sink: dict[str, Any] = {}
+        registry: dict[str, Any] = {}
         for name, (original, value) in given.items():
             if name.startswith(KAFKA_PREFIX):
                 properties[_property_name(name, original)] = value
             elif name in SINK_OPTIONS:
                 sink[name] = value
+            elif is_registry_option(name):
+                registry[original] = value
             elif name not in IGNORED_OPTIONS:
                 raise ConfigError(_unknown_option(original))
         if "bootstrap.servers" not in properties:
@@ -284,7 +417,8 @@ class SinkConfig:
                                   f"option {COMMIT_TOPIC!r}")
         return cls(producer_config, _topic(sink.get(TOPIC)), _timeout(sink.get(PRODUCER_CACHE_TIMEOUT)),
                    _mode(sink.get(MODE)), guarantee, prefix, commit_topic, _error_policy(sink),
-                   _flag(sink, PREFLIGHT, True))
+                   _flag(sink, PREFLIGHT, True), _format_options(sink, KEY), _format_options(sink, VALUE),
+                   RegistryConfig(registry) if registry else None)
 
     def redacted(self) -> dict[str, Any]:
         """The options that differ from the defaults, by option name, secrets as ``"[hidden]"``:
@@ -311,6 +445,10 @@ class SinkConfig:
                 out[name] = getattr(policy, attr)
         if not self.preflight:
             out[PREFLIGHT] = False
+        for options in self.formats:
+            out.update(options.options())
+        if self.registry is not None:
+            out.update(self.registry.redacted())
         return out
 
     def __repr__(self) -> str:
@@ -410,6 +548,29 @@ def prefix_problem(prefix: str) -> str | None:
     if any(c.isspace() or not c.isprintable() for c in prefix):
         return f"must not contain blanks or control characters, got {prefix!r}"
     return None
+
+
+def _format_options(sink: Mapping[str, Any], side: str) -> FormatOptions:
+    """A side's :class:`FormatOptions` from its ``<side>.*`` options (strings as Spark passes
+    them: names trimmed and lowercased, the schema id an integer)."""
+    def word(suffix: str, default: str) -> str:
+        value = sink.get(f"{side}.{suffix}", default)
+        if not isinstance(value, str):
+            raise ConfigError(f"option '{side}.{suffix}' must be a string, got {value!r}")
+        return value.strip().lower()
+
+    schema_id = sink.get(f"{side}.schema.id")
+    if isinstance(schema_id, str):
+        text = schema_id.strip()
+        if not text.isdigit():
+            raise ConfigError(f"option '{side}.schema.id' must be an integer, got {schema_id!r}")
+        schema_id = int(text)
+    name = sink.get(f"{side}.avro.record.name", TOP_LEVEL_RECORD)
+    namespace = sink.get(f"{side}.avro.record.namespace", "")
+    return FormatOptions(side, word("format", BYTES), sink.get(f"{side}.avro.schema"), schema_id,
+                         word("avro.framing", CONFLUENT),
+                         name.strip() if isinstance(name, str) else name,
+                         namespace.strip() if isinstance(namespace, str) else namespace)
 
 
 def _error_policy(sink: Mapping[str, Any]) -> ErrorPolicy:

@@ -16,6 +16,8 @@ The steps follow Spark's ``KafkaWriteTask`` (docs/ARCHITECTURE.md, "A record's p
 5. If any record failed, raise :class:`PartitionWriteError`: how many records failed, and the
    first error with its topic and partition.
 
+Avro keys and values are encoded in chunks of rows (:mod:`.row_formats`) before step 2.
+
 With ``errors.tolerance=all`` a bad record (one the converter or ``send`` refuses for itself, or
 the broker refuses alone) does not stop step 2: it goes to the task's
 :class:`~spark_kafka_sink.spark.dead_letters.DeadLetters`, which writes it to the dead-letter topic
@@ -48,6 +50,7 @@ from ..producer.tally import DeliveryTally
 from .dead_letters import CONVERT, BadRecord
 from .options import SinkConfig
 from .producer_pool import ProducerPool, get_pool
+from .row_formats import RowFormats, Unencodable
 from .rows import RowConverter, RowError
 from .schema import WriteSchema
 from .task import (FLUSH_MARGIN_S, Outcome, PartitionWriteError, TaskInfo, TaskStats,
@@ -99,6 +102,8 @@ class PartitionWriter:
         convert = RowConverter(self.write_schema, self.sink_config.topic).convert
         send = producer.send
         tally = outcome.tally
+        if self.write_schema.encoders:  # Avro sides: encoded in chunks (raises for a bad row)
+            rows = RowFormats(self.write_schema, self.sink_config.topic).rows(rows)
         for position, row in enumerate(rows):
             if tally.first_failure is not None:
                 return
@@ -119,9 +124,14 @@ class PartitionWriter:
         send = producer.send
         tally = outcome.tally
         letters = outcome.dead_letters
+        if self.write_schema.encoders:  # Avro sides: encoded in chunks
+            rows = RowFormats(self.write_schema, self.sink_config.topic, tolerant=True).rows(rows)
         for position, row in enumerate(rows):
             if tally.first_failure is not None:
                 return
+            if type(row) is Unencodable:
+                letters.handle(producer, converter.salvage(row.row, row.error, position))
+                continue
             try:
                 record = convert(row, position)
             except RowError as error:

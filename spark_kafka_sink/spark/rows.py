@@ -32,7 +32,7 @@ import datetime
 from typing import Any, NamedTuple, Sequence
 
 from ..errors import RecordContentError
-from .dead_letters import CONVERT, BadRecord
+from .dead_letters import CONVERT, BadRecord, as_bytes
 from .options import TOPIC, topic_name_problem
 from .schema import WriteSchema
 
@@ -124,16 +124,16 @@ class RowConverter:
 
     def salvage(self, row: Sequence[Any], error: BaseException, position: int) -> BadRecord:
         """What can be read of a row :meth:`convert` refused, for the error policy: its topic
-        (as given: perhaps null or invalid), key, value, partition and the headers that have a
-        key."""
+        (as given: perhaps null or invalid), key, value (as JSON when it is no bytes: an Avro
+        side's value as Spark gave it), partition and the headers that have a key."""
         topic = self._default_topic if self._topic is None else row[self._topic]
-        key = None if self._key is None else to_bytes(row[self._key])
+        key = None if self._key is None else as_bytes(row[self._key])
         partition = None if self._partition is None else row[self._partition]
         headers: list[tuple[str, bytes | None]] = []
         if self._headers is not None and row[self._headers] is not None:
             headers = [(h[0], to_bytes(h[1])) for h in row[self._headers]
                        if h is not None and h[0] is not None]
-        return BadRecord(CONVERT, topic, partition, key, to_bytes(row[self._value]), headers, error,
+        return BadRecord(CONVERT, topic, partition, key, as_bytes(row[self._value]), headers, error,
                          position)
 
     def _row_topic(self, topic: Any, position: int) -> str:

@@ -3,8 +3,10 @@
 ==============  ==============================================  ==================================
 column          type                                            when absent
 ==============  ==============================================  ==================================
-``value``       string or binary                                an error: it is required
-``key``         string or binary                                records have a null key
+``value``       string or binary (any type with ``value.format``  an error: it is required
+                ``avro``)
+``key``         string or binary (any type with ``key.format``    records have a null key
+                ``avro``)
 ``topic``       string                                          the ``topic`` option is required
 ``partition``   int                                             the partitioner picks one
 ``headers``     ``array<struct<key:string,value:binary>>``      records have no headers
@@ -32,12 +34,17 @@ Where this differs from Spark:
   takes a double of seconds. ``timestamp_ntz`` is refused because it names no instant. Convert it
   with ``to_utc_timestamp`` (or ``cast("timestamp")`` in the session time zone).
 - A string with a collation (``string collate UTF8_LCASE``) is accepted: its bytes are the same.
+
+With ``key.format``/``value.format`` ``avro`` that column's kind is ``AVRO`` and its
+:class:`~.formats.ColumnEncoder` is ``WriteSchema.key_encoder``/``value_encoder``; a type or
+field that cannot be written as Avro is one more problem of the list.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from pyspark.sql.types import (
     ArrayType,
@@ -51,7 +58,8 @@ from pyspark.sql.types import (
 )
 
 from ..errors import SchemaError
-from .options import TOPIC, SinkConfig
+from .formats import ColumnEncoder, column_encoder
+from .options import KEY, TOPIC, VALUE, SinkConfig
 
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 
@@ -64,6 +72,7 @@ class Kind(str, Enum):
     INT = "int"
     HEADERS = "headers"  # a list of (key: str, value: bytes | None) structs
     TIMESTAMP = "timestamp"
+    AVRO = "avro"  # any type, encoded by the side's ColumnEncoder
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,16 @@ class WriteSchema:
     partition: Column | None = None
     headers: Column | None = None
     timestamp: Column | None = None
+    key_encoder: ColumnEncoder | None = None
+    value_encoder: ColumnEncoder | None = None
+
+    @property
+    def encoders(self) -> tuple[ColumnEncoder, ...]:
+        """The Avro sides' encoders (none for bytes)."""
+        return tuple(encoder for encoder in (self.key_encoder, self.value_encoder) if encoder is not None)
+
+    def encoder(self, side: str) -> ColumnEncoder | None:
+        return self.key_encoder if side == KEY else self.value_encoder
 
     @property
     def columns(self) -> tuple[Column, ...]:
@@ -102,8 +121,17 @@ def validate_schema(schema: StructType, config: SinkConfig) -> WriteSchema:
     if not isinstance(schema, StructType):
         raise TypeError(f"schema must be a pyspark StructType, got {type(schema).__name__}")
     problems: list[str] = []
-    columns = {name: None if name == TOPIC and config.topic is not None else _column(schema, name, problems)
-               for name in _EXPECTED}
+    avro = {options.side for options in config.formats if options.avro}
+    columns: dict[str, Any] = {
+        name: None if name == TOPIC and config.topic is not None else _column(schema, name, problems, name in avro)
+        for name in _EXPECTED}
+    for options in config.formats:
+        column = columns[options.side]
+        if options.avro and column is not None:
+            try:
+                columns[f"{options.side}_encoder"] = column_encoder(options, schema.fields[column.index].dataType)
+            except SchemaError as error:
+                problems.append(str(error))
     if problems:
         count = f"{len(problems)} problem{'s' if len(problems) > 1 else ''}"
         raise SchemaError(f"the DataFrame cannot be written to Kafka ({count}):\n"
@@ -122,8 +150,10 @@ _MISSING = {
               "the 'topic' option"),
 }
 _HINTS = {
-    "value": "; convert it with to_json(), cast('string') or cast('binary')",
-    "key": "; convert it with to_json(), cast('string') or cast('binary')",
+    "value": ("; convert it with to_json(), cast('string') or cast('binary'), or write it as Avro "
+              "with value.format=avro"),
+    "key": ("; convert it with to_json(), cast('string') or cast('binary'), or write it as Avro "
+            "with key.format=avro"),
     "partition": "; cast it with col('partition').cast('int')",
     "headers": ("; build it with array(struct(lit('k').alias('key'), col('v').cast('binary')"
                 ".alias('value')), ...)"),
@@ -133,7 +163,7 @@ _NTZ_HINT = ("; timestamp_ntz names no instant: convert it with to_utc_timestamp
              "cast('timestamp') to read it in the session time zone")
 
 
-def _column(schema: StructType, name: str, problems: list[str]) -> Column | None:
+def _column(schema: StructType, name: str, problems: list[str], avro: bool = False) -> Column | None:
     """The first field named exactly ``name`` if its type fits; else ``None``, and any problem."""
     index = next((i for i, field in enumerate(schema.fields) if field.name == name), None)
     if index is None:
@@ -143,9 +173,12 @@ def _column(schema: StructType, name: str, problems: list[str]) -> Column | None
                             f"differs only in case; the sink matches column names exactly (as Spark's "
                             f"Kafka sink does), so rename it to {name!r}")
         elif name in _MISSING:
-            problems.append(_MISSING[name])
+            problems.append(_MISSING[name].replace("string or binary", "any type (value.format=avro)")
+                            if avro else _MISSING[name])
         return None
     field = schema.fields[index]
+    if avro:
+        return Column(field.name, index, Kind.AVRO)
     kind = _kind(name, field.dataType)
     if kind is None:
         hint = _NTZ_HINT if isinstance(field.dataType, TimestampNTZType) else _HINTS.get(name, "")

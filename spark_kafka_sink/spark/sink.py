@@ -7,15 +7,16 @@
     sink.write(df)                                                                   # batch
     df.foreachPartition(sink.partition_writer(df.schema))                            # your own
 
-The options are those of :class:`~spark_kafka_sink.spark.options.SinkConfig` (Spark's Kafka sink
-options); they are checked when the sink is built. Option ``mode`` picks how rows reach the
-producer: ``arrow`` (the default) runs ``df.mapInArrow`` with an
-:class:`~spark_kafka_sink.spark.arrow_writer.ArrowWriter` (Spark's Arrow batches whole to
-``send_arrow``, one stats row per task, collected on the driver); ``rows`` runs
+The options (:class:`~spark_kafka_sink.spark.options.SinkConfig`) are checked when the sink is
+built. Option ``mode`` picks how rows reach the producer: ``arrow`` (the default) runs
+``df.mapInArrow`` with an :class:`~spark_kafka_sink.spark.arrow_writer.ArrowWriter` (Spark's Arrow
+batches whole to ``send_arrow``, one stats row per task, collected on the driver); ``rows`` runs
 ``df.foreachPartition`` with a :class:`~spark_kafka_sink.spark.partition_writer.PartitionWriter`,
-one ``send`` per row. The schema is checked on the driver
-(:func:`~spark_kafka_sink.spark.schema.validate_schema`) once per distinct schema, before any
-task runs, so a bad column fails the batch without sending anything.
+one ``send`` per row. The schema is checked on the driver (:func:`~.schema.validate_schema`) once
+per distinct schema, before any task runs: a bad column fails the batch, nothing sent.
+
+Avro (:mod:`~spark_kafka_sink.spark.formats`): the driver learns each subject's schema id before
+the first task (with a ``topic`` column, from the micro-batch's distinct topics) and keeps it.
 
 Metrics (:mod:`~spark_kafka_sink.spark.metrics`): every successful task reports its figures, in
 its stats row (arrow mode) or to a Spark accumulator (rows mode). After each micro-batch (or
@@ -50,6 +51,7 @@ from ..errors import ConfigError
 from .arrow_writer import STATS_SCHEMA, ArrowWriter, merge_stats, sink_frame, stats_transactions
 from .compat import require_foreach_partition
 from .exactly_once import BatchCommit, ExactlyOnceDriver, write_batch_id
+from .formats import FormatResolver, distinct_topics, needs_topics
 from .metrics import SinkMetricsParam, SinkTaskMetrics, format_line
 from .options import ARROW, DELIVERY_GUARANTEE, EXACTLY_ONCE, SinkConfig
 from .partition_writer import PartitionWriter
@@ -82,6 +84,7 @@ class KafkaSink:
         self._history: deque[tuple[int | None, dict[str, float]]] = deque(maxlen=HISTORY_SIZE)
         self._exactly_once: ExactlyOnceDriver | None = None
         self._task_config: SinkConfig | None = None  # after the preflight: what tasks get
+        self._formats = FormatResolver(self._config)  # the registry's ids, learnt once
 
     @property
     def metrics_history(self) -> list[tuple[int | None, dict[str, float]]]:
@@ -107,6 +110,7 @@ class KafkaSink:
         write_schema = self._write_schema(df.schema)  # on the driver, before any task
         if self._task_config is None:
             self._task_config = preflight(self._config).applied(self._config)
+        write_schema = self._with_schema_ids(write_schema, df)
         if self._config.exactly_once:
             figures = self._write_exactly_once(df, write_schema, batch_id)
             self._publish_figures(batch_id, figures, time.monotonic() - started)
@@ -213,8 +217,28 @@ class KafkaSink:
 
     def partition_writer(self, schema: Any) -> PartitionWriter:
         """The picklable function for ``df.foreachPartition`` writing rows of ``schema`` (a
-        ``StructType``, usually ``df.schema``); the schema is validated here, on the driver."""
-        return PartitionWriter(self._task_config or self._config, self._write_schema(schema))
+        ``StructType``, usually ``df.schema``); the schema is validated here, on the driver, and
+        its Avro schemas registered (the topics must be known: the ``topic`` option, or a subject
+        that does not name the topic)."""
+        return PartitionWriter(self._task_config or self._config,
+                               self._with_schema_ids(self._write_schema(schema), None))
+
+    def _with_schema_ids(self, write_schema: WriteSchema, df: Any) -> WriteSchema:
+        """``write_schema`` with the registry's ids for its Avro sides (:mod:`.formats`): asked
+        once per subject and cached; with a ``topic`` column and a subject per topic, the
+        micro-batch's distinct topics are read first (one more Spark job)."""
+        if not any(encoder.framed for encoder in write_schema.encoders):
+            return write_schema
+        topics: list[str] = [] if self._config.topic is None else [self._config.topic]
+        if needs_topics(self._config, write_schema.encoders):
+            if df is None:
+                raise ConfigError(
+                    "partition_writer() cannot learn which topics the rows go to, and each topic has a "
+                    "subject of its own (TopicNameStrategy, TopicRecordNameStrategy): set the 'topic' "
+                    "option, a schema id, or value.subject.name.strategy=RecordNameStrategy; or "
+                    "write with foreachBatch(sink) / sink.write(df)")
+            topics = distinct_topics(sink_frame(df, write_schema))
+        return self._formats.resolve_schema(write_schema, topics)
 
     def _write_schema(self, schema: Any) -> WriteSchema:
         key = schema.json() if hasattr(schema, "json") else None

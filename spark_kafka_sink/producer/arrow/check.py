@@ -11,7 +11,9 @@ when it has
 - an explicit partition that is negative or not below the topic's partition count
   (:class:`~spark_kafka_sink.errors.InvalidPartitionError`);
 - a record larger than ``max.request.size`` or ``buffer.memory`` when serialized
-  (:class:`~spark_kafka_sink.errors.RecordTooLargeError`).
+  (:class:`~spark_kafka_sink.errors.RecordTooLargeError`);
+- a key or value its format (``value_format``) could not encode
+  (:class:`~spark_kafka_sink.errors.SerializationError`; :func:`merge_rejected`).
 
 Only the bad rows cost a Python step each; a batch without any costs a few numpy passes.
 """
@@ -28,7 +30,7 @@ from ...record import RecordBatchBuilder
 from ...record.arrow_columns import byte_lengths
 from .input import ArrowColumns
 
-__all__ = ["RejectedRow", "find_bad_rows"]
+__all__ = ["RejectedRow", "find_bad_rows", "merge_rejected"]
 
 _HEADER_SLACK = 10   # bytes per header beyond its key and value (two varint lengths)
 _RECORD_SLACK = 128  # a batch header and a record's varints, generously
@@ -67,6 +69,15 @@ def find_bad_rows(topic: str, columns: ArrowColumns, timestamps: np.ndarray, par
         found.setdefault(row, RecordTooLargeError(
             f"row {row} of the input is {size} bytes when serialized, which is larger than "
             f"{max_record_size}, the value of the {limit_name} configuration"))
+    return [RejectedRow(row, found[row]) for row in sorted(found)]
+
+
+def merge_rejected(unencoded: tuple[Exception, ...], rejected: list[RejectedRow]) -> list[RejectedRow]:
+    """The rows a key or value format could not encode (errors with their ``row``) and those
+    :func:`find_bad_rows` found, in row order; a row in both is named for its encoding."""
+    found = {error.row: error for error in unencoded}
+    for bad in rejected:
+        found.setdefault(bad.row, bad.error)
     return [RejectedRow(row, found[row]) for row in sorted(found)]
 
 

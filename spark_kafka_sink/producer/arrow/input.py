@@ -28,7 +28,9 @@ DEFAULT = object()
 
 @dataclass(frozen=True)
 class ArrowColumns:
-    """The resolved input columns (pyarrow arrays, one chunk each) and the row count."""
+    """The resolved input columns (pyarrow arrays, one chunk each) and the row count.
+    ``unencoded``: the errors of the rows a key or value format could not encode (their column
+    is null there), by row."""
 
     rows: int
     value: Any
@@ -36,6 +38,7 @@ class ArrowColumns:
     headers: Any = None
     timestamp: Any = None
     partition: Any = None
+    unencoded: tuple[RecordContentError, ...] = ()
 
     def slice(self, start: int, stop: int) -> ArrowColumns:
         """Rows ``start:stop`` (zero-copy slices of every column)."""
@@ -60,8 +63,14 @@ class ArrowColumns:
 
 def resolve_columns(data: Any, *, value: Any = "value", key: Any = DEFAULT,
                     headers: Any = DEFAULT, timestamp: Any = DEFAULT,
-                    partition: Any = DEFAULT, check_header_keys: bool = True) -> ArrowColumns:
+                    partition: Any = DEFAULT, check_header_keys: bool = True,
+                    value_format: Any = None, key_format: Any = None) -> ArrowColumns:
     """The columns of ``data`` (a ``pyarrow.RecordBatch`` or ``Table``) to send.
+
+    ``value_format`` / ``key_format``: a format of :mod:`spark_kafka_sink.avro` (anything whose
+    ``encode(column)`` gives ``bodies`` and ``failures``, each failure's ``error()`` a
+    :class:`~spark_kafka_sink.errors.SerializationError`) that turns that column, of any type it
+    takes, into the record bytes; the rows it cannot encode are in ``unencoded``.
 
     Each argument is a column name, ``None`` for no such column, or (except ``value``) left at
     its default: the column named ``key``/``headers``/``timestamp``/``partition`` if ``data``
@@ -95,13 +104,23 @@ def resolve_columns(data: Any, *, value: Any = "value", key: Any = DEFAULT,
 
     if value is None or value is DEFAULT:
         raise ValueError("send_arrow needs a value column (value='...')")
+    unencoded: list[RecordContentError] = []
+
+    def encoded(column: Any, fmt: Any) -> Any:
+        if column is None or fmt is None:
+            return column
+        result = fmt.encode(column)
+        unencoded.extend(failure.error() for failure in result.failures)
+        return result.bodies
+
     columns = ArrowColumns(
         rows=table.num_rows,
-        value=pick(value, "value", "value"),
-        key=pick(key, "key", "key"),
+        value=encoded(pick(value, "value", "value"), value_format),
+        key=encoded(pick(key, "key", "key"), key_format),
         headers=pick(headers, "headers", "headers"),
         timestamp=pick(timestamp, "timestamp", "timestamp"),
         partition=pick(partition, "partition", "partition"),
+        unencoded=tuple(sorted(unencoded, key=lambda error: error.row)),
     )
     _check_types(columns, check_header_keys)
     return columns

@@ -37,6 +37,7 @@ from spark_kafka_sink.spark.arrow_writer import stats_batch
 from spark_kafka_sink.spark.commit_log import COMMITTED
 from spark_kafka_sink.spark.exactly_once import ExactlyOnceDriver
 from spark_kafka_sink.spark.metrics import SinkTaskMetrics
+from spark_kafka_sink.spark.schema import Column, Kind, WriteSchema
 from spark_kafka_sink.spark.task import TaskStats
 from spark_kafka_sink.spark.sink import KafkaSink
 
@@ -172,7 +173,8 @@ def start_query(monkeypatch):
     to check, and the sink's frame the batch's own."""
     monkeypatch.setattr(sink_module, "preflight", lambda config: SimpleNamespace(
         applied=lambda options: options))
-    monkeypatch.setattr(sink_module, "validate_schema", lambda schema, config: None)
+    monkeypatch.setattr(sink_module, "validate_schema", lambda schema, config: WriteSchema(
+        Column("value", 0, Kind.BINARY)))
     monkeypatch.setattr(sink_module, "sink_frame", lambda df, write_schema: df)
     monkeypatch.setattr(sink_module, "ArrowWriter", lambda *args, **kwargs: None)
     monkeypatch.setattr(sink_module, "PartitionWriter", lambda *args, **kwargs: None)
