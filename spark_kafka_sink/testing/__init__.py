@@ -7,7 +7,9 @@
 With ``proxied=True`` each node sits behind a :class:`FaultProxy` whose ``stall``, ``delay``,
 ``cut`` and ``refuse`` controls act on client connections only. :class:`TokenEndpoint` is an
 OAuth token endpoint on loopback for OAUTHBEARER/OIDC clients. :class:`SchemaRegistry` runs a
-real Confluent-compatible schema registry (Apicurio Registry; Java 21+ needed). See the README's
+real Confluent-compatible schema registry (Apicurio Registry; Java 21+ needed);
+:class:`RegistryFront` puts basic auth, bearer tokens and HTTPS (a private CA, client
+certificates) in front of one, checking what clients send. See the README's
 testing section for a pytest example.
 """
 
@@ -15,8 +17,9 @@ from __future__ import annotations
 
 from .kafka_cluster import KafkaCluster
 from .faultproxy import DOWNSTREAM, UPSTREAM, FaultProxy, advertise_through
+from .registry_front import RegistryFront
 from .schema_registry import SchemaRegistry
 from .token_endpoint import TokenEndpoint
 
-__all__ = ["DOWNSTREAM", "UPSTREAM", "FaultProxy", "KafkaCluster", "SchemaRegistry", "TokenEndpoint",
-           "advertise_through"]
+__all__ = ["DOWNSTREAM", "UPSTREAM", "FaultProxy", "KafkaCluster", "RegistryFront", "SchemaRegistry",
+           "TokenEndpoint", "advertise_through"]
