@@ -1,5 +1,6 @@
 """One local[2] SparkSession for the Spark tests (settings in ``session.py``); the broker is ``kafka``;
-Spark's class-data archive made before the first Spark JVM of the run.
+the schema registry (the testing kit's Apicurio, started on first use) is ``registry``; Spark's
+class-data archive made before the first Spark JVM of the run.
 
 ``PYSPARK_PYTHON`` and ``SPARK_LOCAL_IP`` are set before the JVM starts and restored at the end.
 """
@@ -11,6 +12,7 @@ import os
 import pytest
 
 from spark_kafka_sink.spark import cds as spark_cds
+from spark_kafka_sink.testing import SchemaRegistry
 
 from .session import SPARK_ENV, build_session
 
@@ -37,3 +39,9 @@ def spark(tmp_path_factory):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory):
+    with SchemaRegistry(work_dir=tmp_path_factory.mktemp("registry")) as running:
+        yield running

@@ -1,6 +1,7 @@
 """KafkaSink over Spark Connect, run in its own process (``test_spark_connect.py``).
 
-``python -m tests.spark.connect_job BOOTSTRAP ARROW_TOPIC ROWS_TOPIC EOS_TOPIC ROWS OUT`` from the
+``python -m tests.spark.connect_job BOOTSTRAP ARROW_TOPIC ROWS_TOPIC EOS_TOPIC AVRO_TOPIC REGISTRY
+ROWS OUT`` from the
 repository root, with ``session.SPARK_ENV`` and ``SPARK_CONF_DIR`` set (Spark Connect's local
 server reads its static settings, loopback included, from that directory's spark-defaults.conf:
 they cannot be changed once it runs). ``SparkSession.builder.remote("local[2]")`` starts a local
@@ -9,7 +10,9 @@ Spark Connect server; the session it returns has no ``sparkContext``, so no accu
 Writes ROWS rows with ``KafkaSink`` in arrow mode to ARROW_TOPIC, in rows mode to ROWS_TOPIC and
 exactly once (arrow mode) to EOS_TOPIC, and stores the sinks' ``last_metrics`` (and the session's
 type) in OUT as JSON; rows mode's error instead where this PySpark's Spark Connect cannot run it
-(before 4.0), and the error of exactly-once rows mode (it needs ``df.rdd``).
+(before 4.0), and the error of exactly-once rows mode (it needs ``df.rdd``). Then it writes the rows
+as Avro values (a struct; the schema derived on the client, registered in the REGISTRY URL) to
+AVRO_TOPIC, a ``topic`` column naming it (the driver reads the distinct topics first).
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from spark_kafka_sink import KafkaSink
 from spark_kafka_sink.errors import ConfigError
 
 
-def main(bootstrap: str, arrow_topic: str, rows_topic: str, eos_topic: str, rows: int,
-         out: str) -> None:
+def main(bootstrap: str, arrow_topic: str, rows_topic: str, eos_topic: str, avro_topic: str,
+         registry: str, rows: int, out: str) -> None:
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.remote("local[2]").getOrCreate()
@@ -48,14 +51,19 @@ def main(bootstrap: str, arrow_topic: str, rows_topic: str, eos_topic: str, rows
             eos_rows_error = None
         except ConfigError as error:
             eos_rows_error = str(error)
+        avro = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "value.format": "avro",
+                            "schema.registry.url": registry})
+        avro.write(df.selectExpr("key", f"'{avro_topic}' AS topic",
+                                 "named_struct('id', CAST(key AS BIGINT), 'value', value) AS value"))
         with open(out, "w") as handle:
             json.dump({"session": type(spark).__module__, "arrow": arrow.last_metrics,
                        "rows": plain.last_metrics, "rows_error": rows_error,
-                       "eos": eos.last_metrics, "eos_rows_error": eos_rows_error}, handle)
+                       "eos": eos.last_metrics, "eos_rows_error": eos_rows_error,
+                       "avro": avro.last_metrics}, handle)
     finally:
         spark.stop()
 
 
 if __name__ == "__main__":
-    bootstrap_servers, first_topic, second_topic, third_topic, row_count, out_path = sys.argv[1:]
-    main(bootstrap_servers, first_topic, second_topic, third_topic, int(row_count), out_path)
+    *arguments, row_count, out_path = sys.argv[1:]
+    main(*arguments, int(row_count), out_path)

@@ -28,7 +28,7 @@ from spark_kafka_sink import KafkaSink
 from spark_kafka_sink.errors import ConfigError
 from spark_kafka_sink.schema_registry import IncompatibleSchemaError
 from spark_kafka_sink.spark.dead_letters import HEADER_PREFIX
-from spark_kafka_sink.testing import SchemaRegistry
+from spark_kafka_sink.testing import RegistryFront
 
 from ..helpers import create_topic
 from ..verify import consume_all
@@ -62,12 +62,6 @@ VALUE_SQL = """named_struct(
 
 def unique(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory):
-    with SchemaRegistry(work_dir=tmp_path_factory.mktemp("registry")) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")
@@ -258,6 +252,26 @@ def test_plain_bodies_without_a_registry_and_exactly_once(spark, kafka, registry
         sink.close()
     got = read_avro(kafka, reader, eos_topic, 60)    # read_committed
     assert sorted(v["id"] for _, v in got) == sorted(list(range(50)) + list(range(10)))
+
+
+@pytest.mark.parametrize("credentials", ["basic", "bearer"])
+def test_through_https_with_a_private_ca_a_client_certificate_and_credentials(spark, kafka, registry, reader,
+                                                                                credentials):
+    """The registry behind the testing kit's HTTPS front, which checks the credentials and the
+    client certificate before it forwards a request: the driver's calls carry them; the tasks
+    make none."""
+    topic = unique(f"avro-tls-{credentials}")
+    create_topic(kafka.bootstrap_servers, topic)
+    front_options = {"basic": ("sink-user", "sink-pass")} if credentials == "basic" else {"bearer": "t0ken"}
+    with RegistryFront(registry.url, tls=True, client_auth=True, **front_options) as front:
+        sink = KafkaSink(**{"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": topic,
+                            "value.format": "avro", **front.sink_options()})
+        assert "sink-pass" not in repr(sink) and "t0ken" not in repr(sink)
+        sink.write(spark.range(20).selectExpr("named_struct('id', id) AS value"))
+        seen = list(front.requests)
+    assert seen and all(r.accepted and r.client_certificate and r.credential == credentials for r in seen)
+    assert len(seen) == 1     # one registration, from the driver
+    assert sorted(v["id"] for _, v in read_avro(kafka, reader, topic, 20)) == list(range(20))
 
 
 def test_a_registry_that_does_not_answer_fails_on_the_driver(spark, kafka):

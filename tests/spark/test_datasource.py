@@ -85,6 +85,36 @@ def test_batch_save_with_keys_headers_and_timestamps(registered, kafka, mode):
 
 
 @pytest.mark.parametrize("mode", ["arrow", "rows"])
+def test_avro_values_through_the_registry_learnt_while_spark_plans_the_write(registered, kafka, registry, mode):
+    """``value.format=avro``: the planning worker registers the schema; the tasks frame the
+    bodies with its id; confluent-kafka's deserializer reads them back. A ``topic`` column with a
+    subject per topic is refused there: no rows are seen while Spark plans."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    spark, bootstrap, topic = registered, kafka.bootstrap_servers, unique(f"avro-{mode}")
+    create_topic(bootstrap, topic, PARTITIONS)
+    df = spark.range(200).selectExpr("CAST(id AS STRING) AS key",
+                                     "named_struct('id', id, 'day', DATE'2024-02-29' + CAST(id AS INT)) AS value")
+    writer = (df.write.format(NAME).option("kafka.bootstrap.servers", bootstrap).option("mode", mode)
+              .option("value.format", "avro").option("schema.registry.url", registry.url))
+    writer.option("topic", topic).mode("append").save()
+    records = consume_all(bootstrap, topic, PARTITIONS, expected_count=200)
+    with SchemaRegistryClient(registry.client_conf()) as client:
+        deserialize = AvroDeserializer(client)
+        got = {r.key: deserialize(r.value, SerializationContext(topic, MessageField.VALUE))
+               for part in records.values() for r in part}
+    assert got == {str(i).encode(): {"id": i, "day": datetime.date(2024, 2, 29) + datetime.timedelta(days=i)}
+                   for i in range(200)}
+    by_column = (df.selectExpr(f"'{topic}' AS topic", "value").write.format(NAME)
+                 .option("kafka.bootstrap.servers", bootstrap).option("value.format", "avro")
+                 .option("schema.registry.url", registry.url).mode("append"))
+    with pytest.raises(Exception, match="cannot know the topics"):
+        by_column.save()
+
+
+@pytest.mark.parametrize("mode", ["arrow", "rows"])
 def test_streaming_available_now_writes_every_row_once(registered, kafka, tmp_path, mode):
     from pyspark.sql import functions as F
 

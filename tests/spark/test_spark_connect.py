@@ -2,7 +2,8 @@
 row; arrow mode brings its metrics back as stats rows, where rows mode, without accumulators,
 has none. Exactly-once arrow mode writes every row once for a read_committed reader, its
 transactions committed by the driver; exactly-once rows mode (it needs ``df.rdd``) is refused
-naming arrow mode. Before PySpark 4.0 (no ``foreachPartition`` on Spark Connect) rows mode is refused with
+naming arrow mode. Avro values through the schema registry, their schema derived on the client,
+read back by confluent-kafka's deserializer. Before PySpark 4.0 (no ``foreachPartition`` on Spark Connect) rows mode is refused with
 a clear error and arrow mode works."""
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 
 from spark_kafka_sink.embedded.jars import default_cache_root
 from spark_kafka_sink.spark.compat import CONNECT_FOREACH_PARTITION_PYSPARK, pyspark_version
@@ -56,9 +60,9 @@ def server_versions() -> list[str | None]:
     return [None] if int(version.split(".")[0]) >= 4 else same_minor_versions(version)
 
 
-def test_both_modes_write_and_arrow_mode_has_metrics(kafka, tmp_path):
+def test_both_modes_write_and_arrow_mode_has_metrics(kafka, registry, tmp_path):
     bootstrap = kafka.bootstrap_servers
-    topics = [f"connect-{mode}-{uuid.uuid4().hex[:8]}" for mode in ("arrow", "rows", "eos")]
+    topics = [f"connect-{mode}-{uuid.uuid4().hex[:8]}" for mode in ("arrow", "rows", "eos", "avro")]
     for topic in topics:
         create_topic(bootstrap, topic, 2)
     out = tmp_path / "metrics.json"
@@ -66,7 +70,8 @@ def test_both_modes_write_and_arrow_mode_has_metrics(kafka, tmp_path):
     for server in server_versions():
         env = {**os.environ, **SPARK_ENV, "SPARK_CONF_DIR": str(connect_conf(tmp_path / "conf", server)),
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        command = [sys.executable, "-m", "tests.spark.connect_job", bootstrap, *topics, str(ROWS), str(out)]
+        command = [sys.executable, "-m", "tests.spark.connect_job", bootstrap, *topics, registry.url,
+                   str(ROWS), str(out)]
         with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) as job:
             try:
@@ -91,6 +96,14 @@ def test_both_modes_write_and_arrow_mode_has_metrics(kafka, tmp_path):
     assert "in mode='rows' needs classic Spark" in result["eos_rows_error"]
     assert "use mode='arrow'" in result["eos_rows_error"]
     assert_no_open_transaction(bootstrap, topics[2], 2)
+    assert result["avro"]["record-send-total"] == ROWS
+    records = consume_all(bootstrap, topics[3], 2, expected_count=ROWS)
+    with SchemaRegistryClient(registry.client_conf()) as client:
+        deserialize = AvroDeserializer(client)
+        got = sorted(deserialize(r.value, SerializationContext(topics[3], MessageField.VALUE))["id"]
+                     for part in records.values() for r in part)
+    assert got == list(range(ROWS))
+    topics = topics[:3]
     if pyspark_version() < CONNECT_FOREACH_PARTITION_PYSPARK:  # rows mode is refused, clearly
         assert "mode='rows' on Spark Connect needs PySpark 4.0 or newer" in result["rows_error"], result
         topics = [topics[0], topics[2]]
