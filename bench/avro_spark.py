@@ -13,15 +13,18 @@ topic of 6 partitions, as the value of each record, Avro-encoded:
   ``schema.registry.url`` (a ``SchemaRegistry`` of the testing kit): the value column
   ``struct(...)`` of the same fields; the sink derives the schema, registers it under
   ``<topic>-value`` and writes Confluent-framed bodies. Until the sink takes these options its
-  row reads ``not available`` and the other one is still measured.
+  row reads ``not available`` and the other one is still measured;
+- ``noop-arrow``: ``mapInArrow`` over the same value struct that only counts the rows: what Spark's
+  Arrow export to Python costs, the floor of any Python sink of this column.
 
-Both write with the same producer settings as bench/spark.py (acks=all, linger 5 ms, 256 KiB
-batches, idempotence, ``--codec``). Throughput is what landed on the broker over the seconds of
-the write action; beside it, the CPU seconds per 1M rows by process (broker, Spark JVM, Python
-workers; the registry's in the notes). After each write, untimed, ``--sample`` records are read
-back with confluent-kafka: Spark's with fastavro and the schema Spark's ``to_avro`` used, ours
-with confluent-kafka's ``AvroDeserializer`` against the registry; every decoded record must equal
-the generated row of its id. The last line is the ratio KafkaSink / Spark.
+Both writers use the same producer settings as bench/spark.py (acks=all, linger 5 ms, 256 KiB
+batches, idempotence, ``--codec``). Throughput is what landed on the broker (the no-op: the rows
+its tasks saw) over the seconds of the action; beside it, the CPU seconds per 1M rows by process
+(broker, Spark JVM, Python workers; the registry's in the notes). After the attempts, untimed,
+``--sample`` records of each writer are read back with confluent-kafka: Spark's decoded with
+fastavro and the schema Spark's ``to_avro`` used, ours with confluent-kafka's ``AvroDeserializer``
+against the registry; every decoded record must equal the generated row of its id. The last
+lines are the ratios of KafkaSink to Spark and to the no-op.
 
     python -m bench.avro_spark --rows 50000
 """
@@ -47,13 +50,15 @@ from . import admin
 from .cpu import CpuMeter, proc_stat, spark_jvm
 from .peers import SETTINGS, Settings
 from .spark import (CODECS, CONNECTOR, DF_PARTITIONS, PROVIDED_BY_SPARK, TOPIC_PARTITIONS, Attempt, Deadline,
-                    Packages, Ratio, _fmt, _status, best, kafka_options, ratios, start_session, stop_session,
-                    table, warm_up)
+                    Packages, Ratio, _fmt, _status, best, count_batches, kafka_options, ratios, start_session,
+                    stop_session, table, warm_up)
 from .workers import WorkerPeaks
 
-CONTENDERS = ("spark-avro", "ours-avro")
-LABELS = {"spark-avro": "Spark to_avro + built-in", "ours-avro": "KafkaSink arrow avro"}
-RATIO_PAIRS = (("ours-avro", "spark-avro"),)
+CONTENDERS = ("spark-avro", "ours-avro", "noop-arrow")
+LABELS = {"spark-avro": "Spark to_avro + built-in", "ours-avro": "KafkaSink arrow avro",
+          "noop-arrow": "no-op mapInArrow (struct)"}
+WRITES_TO_KAFKA = ("spark-avro", "ours-avro")
+RATIO_PAIRS = (("ours-avro", "spark-avro"), ("ours-avro", "noop-arrow"))
 FIELDS = ("id", "count", "amount", "weight", "name", "city", "country", "note", "at", "price")
 NULLABLE = frozenset({"note"})
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "a longer value of some thirty bytes", "")
@@ -205,7 +210,7 @@ class Context:
     registry_pid: int | None = None
 
 
-def write_spark_avro(ctx: Context, topic: str) -> None:
+def write_spark_avro(ctx: Context, topic: str) -> int | None:
     from pyspark.sql.avro.functions import to_avro
 
     writer = (ctx.df.select(to_avro(value_struct()).alias("value")).write.format("kafka")
@@ -213,6 +218,7 @@ def write_spark_avro(ctx: Context, topic: str) -> None:
     for name, value in kafka_options(ctx.settings).items():
         writer = writer.option(name, value)
     writer.save()
+    return None
 
 
 def sink_options(ctx: Context, topic: str) -> dict[str, str]:
@@ -222,13 +228,23 @@ def sink_options(ctx: Context, topic: str) -> dict[str, str]:
             **kafka_options(ctx.settings)}
 
 
-def write_ours_avro(ctx: Context, topic: str) -> None:
+def write_ours_avro(ctx: Context, topic: str) -> int | None:
     from spark_kafka_sink.spark.sink import KafkaSink
 
     KafkaSink(**sink_options(ctx, topic)).write(ctx.df.select(value_struct().alias("value")))
+    return None
 
 
-RUNNERS: dict[str, Callable[[Context, str], None]] = {"spark-avro": write_spark_avro, "ours-avro": write_ours_avro}
+def run_noop_arrow(ctx: Context, topic: str) -> int | None:
+    """The floor of any Python sink of the value struct: ``mapInArrow`` over it that only counts
+    the rows of its Arrow batches (bench/spark.py's ``count_batches``); the rows the tasks saw."""
+    counts = ctx.df.select(value_struct().alias("value")).mapInArrow(count_batches, "rows long").collect()
+    return sum(row.rows for row in counts)
+
+
+RUNNERS: dict[str, Callable[[Context, str], int | None]] = {
+    "spark-avro": write_spark_avro, "ours-avro": write_ours_avro, "noop-arrow": run_noop_arrow}
+"""Each contender's action: the rows it processed itself, or ``None`` (count what landed)."""
 
 
 def unavailable(contender: str, ctx: Context) -> str:
@@ -246,7 +262,7 @@ def unavailable(contender: str, ctx: Context) -> str:
     except ConfigError as exc:
         message = (str(exc).strip().splitlines() or [""])[0]
         if message.startswith("unknown option"):
-            return f"pending: KafkaSink does not take the Avro options yet ({message.split('.')[0][:120]})"
+            return f"pending: KafkaSink does not take the Avro options yet ({message.split('. ')[0][:120]})"
         raise
     return ""
 
@@ -257,20 +273,24 @@ def _cpu_seconds(pid: int | None) -> float:
 
 
 def measure(contender: str, ctx: Context, args: argparse.Namespace) -> tuple[Attempt, str]:
-    """One write of ``contender`` into a fresh topic under the time cap; the attempt and its topic."""
-    topic = f"bench-avro-{contender}-{uuid.uuid4().hex[:8]}"
-    admin.create_topic(ctx.bootstrap, topic, TOPIC_PARTITIONS)
+    """One write of ``contender`` into a fresh topic under the time cap; the attempt and its topic
+    (``""`` for the no-op, which writes nothing)."""
+    writes = contender in WRITES_TO_KAFKA
+    topic = f"bench-avro-{contender}-{uuid.uuid4().hex[:8]}" if writes else ""
+    if writes:
+        admin.create_topic(ctx.bootstrap, topic, TOPIC_PARTITIONS)
     context = ctx.spark.sparkContext
     group = f"bench-{topic}"
     context.setJobGroup(group, LABELS[contender], interruptOnCancel=True)
-    peaks = WorkerPeaks() if contender == "ours-avro" else None
+    peaks = WorkerPeaks() if contender != "spark-avro" else None
+    processed: int | None = None
     error: Exception | None = None
     cpu_before = ctx.cpu.read() if ctx.cpu else None
     registry_before = _cpu_seconds(ctx.registry_pid)
     began = time.monotonic()
     deadline = Deadline(context, group, args.max_seconds)
     try:
-        RUNNERS[contender](ctx, topic)
+        processed = RUNNERS[contender](ctx, topic)
     except Exception as exc:  # noqa: BLE001 - reported in this contender's row
         error = exc
     finally:
@@ -280,8 +300,8 @@ def measure(contender: str, ctx: Context, args: argparse.Namespace) -> tuple[Att
         deadline.cancel()
         rss = peaks.stop() if peaks else None
         context.setJobGroup(f"bench-idle-{uuid.uuid4().hex[:8]}", "idle")
-    rows = admin.landed(ctx.bootstrap, topic, TOPIC_PARTITIONS)
-    status, detail = _status(rows, args.rows, deadline.fired.is_set(), error, args.max_seconds, True)
+    rows = admin.landed(ctx.bootstrap, topic, TOPIC_PARTITIONS) if writes else processed or 0
+    status, detail = _status(rows, args.rows, deadline.fired.is_set(), error, args.max_seconds, writes)
     if ctx.registry_pid and contender == "ours-avro":
         detail = "; ".join(filter(None, [f"registry CPU {registry_cpu:.2f} s", detail]))
     return Attempt(contender, status, rows, seconds, rows / seconds if seconds else None, rss, detail,
@@ -530,7 +550,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(report.best, LABELS, reference="spark-avro"))
     print()
     for ratio in report.ratios:
-        print(ratio.line(LABELS) + " (target >= 1.0)")
+        target = " (target >= 1.0)" if (ratio.ours, ratio.peer) == RATIO_PAIRS[0] else ""
+        print(ratio.line(LABELS) + target)
     if args.json:
         Path(args.json).write_text(json.dumps(asdict(report), indent=2))
     failed = [c for c, check in report.verifications.items() if not Verification(
