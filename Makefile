@@ -6,7 +6,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
-.PHONY: install test unit integration compat fuzz broker jars demo dist bench bench-producer bench-spark soak clean
+.PHONY: install test unit integration compat fuzz broker jars demo dist bench bench-producer bench-spark \
+	bench-avro bench-avro-encode bench-avro-spark soak clean
 
 # The venv's own pip installs (the package builds in an isolated environment with the setuptools
 # pyproject.toml names). No byte-compiling at install: Python compiles what it imports on first
@@ -111,6 +112,18 @@ bench-producer: install
 # foreachPartition, and the no-op floors.
 bench-spark: install
 	$(BIN)/python -m bench.spark $(ARGS)
+
+# Avro (bench/README.md, "Avro"): the column-wise encoder alone against fastavro and
+# confluent-kafka's AvroSerializer, then KafkaSink with value.format=avro and a schema registry in
+# Spark local[2] against Spark's to_avro and its built-in Kafka sink. ARGS go to both (--rows,
+# --repeat) or to the one run alone, e.g. make bench-avro-spark ARGS="--rows 50000".
+bench-avro: bench-avro-encode bench-avro-spark
+
+bench-avro-encode: install
+	$(BIN)/python -m bench.avro_encode $(ARGS)
+
+bench-avro-spark: install
+	$(BIN)/python -m bench.avro_spark $(ARGS)
 
 # The soak (README, soak section): a bounded-rate stream through KafkaSink for 10 minutes on an embedded
 # Apache Kafka, then a pass/fail verdict on RSS, threads, fds, pool eviction and delivery (exit 1 on

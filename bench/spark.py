@@ -147,7 +147,7 @@ def _nothing(rows: Iterable[Any]) -> None:
         pass
 
 
-# --- the SparkSession, with Spark's Kafka connector from spark.jars.packages ------------------
+# --- the SparkSession, with Spark's Kafka connector (and others) from spark.jars.packages --------
 
 class StderrTap:
     """Captures what the Spark JVM writes to stderr while it starts (Ivy's report, or why it
@@ -187,7 +187,9 @@ class StderrTap:
 
 @dataclass(frozen=True)
 class Connector:
-    """How Spark's Kafka connector got on the classpath via ``spark.jars.packages``, or why not."""
+    """How Spark's Kafka connector (with ``what``: other Spark packages beside it, all of one
+    version) got on the classpath via ``spark.jars.packages``, or why not. ``coordinate``: the
+    comma-separated Maven coordinates."""
 
     coordinate: str
     available: bool
@@ -197,6 +199,7 @@ class Connector:
     download_ms: int | None = None
     reason: str = ""
     spark_version: str = ""
+    what: str = "Spark's Kafka connector"
 
     @property
     def version(self) -> str:
@@ -204,12 +207,12 @@ class Connector:
 
     def summary(self) -> str:
         if not self.available:
-            return f"Spark's Kafka connector not available: {self.reason}"
+            return f"{self.what} not available: {self.reason}"
         ivy = "" if self.resolve_ms is None else \
             f"; Ivy: resolve {self.resolve_ms} ms, artifacts download {self.download_ms} ms"
         mismatch = f" (on Spark {self.spark_version})" if self.version != self.spark_version else ""
         tried = f"; {self.reason}" if self.reason else ""
-        return (f"Spark's Kafka connector {self.coordinate}{mismatch} via spark.jars.packages, "
+        return (f"{self.what} {self.coordinate}{mismatch} via spark.jars.packages, "
                 f"{self.cache} Ivy cache: session started in {self.session_start_s:.1f} s{ivy}{tried}")
 
 
@@ -229,7 +232,7 @@ def ivy_dir() -> Path:
     return default_cache_root() / "ivy"
 
 
-def _builder(coordinate: str | None) -> Any:
+def _builder(coordinate: str | None, excludes: tuple[str, ...] = PROVIDED_BY_SPARK) -> Any:
     """A SparkSession builder with the local settings of conf/spark-defaults.conf (as
     tests/spark/conftest.py; docs/ARCHITECTURE.md, "Spark in tests and local runs")."""
     from pyspark.sql import SparkSession
@@ -245,18 +248,25 @@ def _builder(coordinate: str | None) -> Any:
                .config("spark.python.worker.reuse", "true"))
     if coordinate:
         builder = (builder.config("spark.jars.packages", coordinate)
-                   .config("spark.jars.excludes", ",".join(PROVIDED_BY_SPARK))
+                   .config("spark.jars.excludes", ",".join(excludes))
                    .config("spark.jars.ivy", str(ivy_dir())))
     return builder
 
 
-def _coordinate(version: str) -> str:
-    return f"{CONNECTOR}:{version}"
+def _coordinate(version: str, artifacts: tuple[str, ...] = (CONNECTOR,)) -> str:
+    """``group:artifact:version`` of each of ``artifacts``, comma-separated (``spark.jars.packages``)."""
+    return ",".join(f"{artifact}:{version}" for artifact in artifacts)
 
 
 def _ivy_cache_state(coordinate: str) -> str:
-    _, artifact, version = coordinate.split(":")
-    return "warm" if (ivy_dir() / "jars" / f"org.apache.spark_{artifact}-{version}.jar").exists() else "cold"
+    """``warm`` when Ivy's jar directory holds every package's jar (a dynamic revision such as
+    ``4.2.+`` matches any of that line), else ``cold``."""
+    jars = ivy_dir() / "jars"
+    for one in coordinate.split(","):
+        group, artifact, version = one.split(":")
+        if not any(jars.glob(f"{group}_{artifact}-{version.replace('+', '*')}.jar")):
+            return "cold"
+    return "warm"
 
 
 def _failure_reason(captured: str, exc: BaseException) -> str:
@@ -273,36 +283,53 @@ def _failure_reason(captured: str, exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
-def _start_with_connector(version: str, spark_version: str) -> tuple[Any | None, Connector]:
-    """A session with the connector of ``version`` on its classpath, or ``None`` and why not."""
-    coordinate = _coordinate(version)
+@dataclass(frozen=True)
+class Packages:
+    """The Spark packages a benchmark puts on the classpath, all of one version: their
+    ``group:artifact`` names, what Spark already ships of their dependencies (left out), and what
+    to call them in the report."""
+
+    artifacts: tuple[str, ...] = (CONNECTOR,)
+    excludes: tuple[str, ...] = PROVIDED_BY_SPARK
+    what: str = "Spark's Kafka connector"
+
+
+def _start_with_connector(version: str, spark_version: str,
+                          packages: Packages = Packages()) -> tuple[Any | None, Connector]:
+    """A session with the packages of ``version`` on its classpath, or ``None`` and why not."""
+    coordinate = _coordinate(version, packages.artifacts)
     cache = _ivy_cache_state(coordinate)
     tap = StderrTap()
     began = time.monotonic()
     try:
-        spark = _builder(coordinate).getOrCreate()
+        spark = _builder(coordinate, packages.excludes).getOrCreate()
     except Exception as exc:  # noqa: BLE001 - reported as the built-in sink's row
         seconds = time.monotonic() - began
         return None, Connector(coordinate, False, cache, seconds, reason=_failure_reason(tap.release(), exc),
-                               spark_version=spark_version)
+                               spark_version=spark_version, what=packages.what)
     seconds = time.monotonic() - began
     report = re.search(r"resolve (\d+)ms :: artifacts dl (\d+)ms", tap.release())
     return spark, Connector(coordinate, True, cache, seconds, int(report.group(1)) if report else None,
-                            int(report.group(2)) if report else None, spark_version=spark_version)
+                            int(report.group(2)) if report else None, spark_version=spark_version,
+                            what=packages.what)
 
 
-def start_session(connector_versions: list[str]) -> tuple[Any, Connector | None]:
-    """The benchmark's SparkSession, with the first of ``connector_versions`` that resolves (one
-    already in the Ivy cache is tried first, so a later run needs no network); without the
-    connector if none does (the built-in sink's row then says why)."""
+def start_session(connector_versions: list[str],
+                  packages: Packages = Packages()) -> tuple[Any, Connector | None]:
+    """The benchmark's SparkSession, with ``packages`` (Spark's Kafka connector by default) of the
+    first of ``connector_versions`` that resolves (one already in the Ivy cache is tried first, so
+    a later run needs no network); without them if none does (the rows that need them then say
+    why)."""
     import pyspark
 
     python_path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     os.environ.update({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                        "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": python_path})
     failed: list[Connector] = []
-    for version in sorted(connector_versions, key=lambda v: _ivy_cache_state(_coordinate(v)) != "warm"):
-        spark, connector = _start_with_connector(version, pyspark.__version__)
+    warm_first = sorted(connector_versions,
+                        key=lambda v: _ivy_cache_state(_coordinate(v, packages.artifacts)) != "warm")
+    for version in warm_first:
+        spark, connector = _start_with_connector(version, pyspark.__version__, packages)
         if spark is not None:
             earlier = "; ".join(f"{c.version} failed first: {c.reason}" for c in failed)
             return spark, replace(connector, reason=earlier)
@@ -564,23 +591,24 @@ def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def table(rows: list[Attempt]) -> str:
-    builtin = next((r.rows_per_s for r in rows if r.contender == "builtin" and r.status == "ok"), None)
+def table(rows: list[Attempt], labels: dict[str, str] = LABELS, reference: str = "builtin") -> str:
+    """The kept attempts as a table; ``vs built-in`` divides by the ``reference`` contender's rows/s."""
+    builtin = next((r.rows_per_s for r in rows if r.contender == reference and r.status == "ok"), None)
     head = f"{'contender':<28}{'rows':>10}{'seconds':>9}{'rows/s':>11}{'vs built-in':>13}" \
            f"{'worker RSS MB':>15}{'CPU s/1M: broker':>18}{'JVM':>6}{'Python':>8}{'total':>7}  status"
     lines = [head, "-" * len(head)]
     for row in rows:
         if row.status == "not available":
-            lines.append(f"{LABELS[row.contender]:<28}not available: {row.detail}")
+            lines.append(f"{labels[row.contender]:<28}not available: {row.detail}")
             continue
         vs = row.rows_per_s / builtin if builtin and row.rows_per_s else None
         cpu = row.cpu
-        lines.append(f"{LABELS[row.contender]:<28}{row.rows:>10}{_fmt(row.seconds, '.2f'):>9}"
+        lines.append(f"{labels[row.contender]:<28}{row.rows:>10}{_fmt(row.seconds, '.2f'):>9}"
                      f"{_fmt(row.rows_per_s, ',.0f'):>11}{_fmt(vs, '.2f'):>13}"
                      f"{_fmt(row.worker_rss_mb, '.0f'):>15}{_fmt(cpu and cpu.broker, '.2f'):>18}"
                      f"{_fmt(cpu and cpu.jvm, '.2f'):>6}{_fmt(cpu and cpu.python, '.2f'):>8}"
                      f"{_fmt(cpu and cpu.total, '.2f'):>7}  {row.status}")
-    notes = [f"  {LABELS[r.contender]}: {r.detail}" for r in rows if r.detail and r.status != "not available"]
+    notes = [f"  {labels[r.contender]}: {r.detail}" for r in rows if r.detail and r.status != "not available"]
     return "\n".join(lines + (["notes:"] + notes if notes else []))
 
 
@@ -595,9 +623,9 @@ class Ratio:
     ours_cpu: CpuSplit | None = None
     peer_cpu: CpuSplit | None = None
 
-    def line(self) -> str:
+    def line(self, labels: dict[str, str] = LABELS) -> str:
         shown = _fmt(self.value, '.2f') if self.value else 'n/a'
-        text = f"{LABELS[self.ours]} / {LABELS[self.peer]}: {shown}"
+        text = f"{labels[self.ours]} / {labels[self.peer]}: {shown}"
         if self.ours_cpu and self.peer_cpu:
             a, b = self.ours_cpu, self.peer_cpu
             text += (f"; CPU s per 1M rows {a.total:.2f} vs {b.total:.2f} (broker {a.broker:.2f} vs "
@@ -611,13 +639,13 @@ RATIO_PAIRS = (("ours-arrow", "builtin"), ("ours-defaults", "builtin-defaults"),
 """(contender, peer) pairs the closing lines compare: equal settings, both sides' defaults, ..."""
 
 
-def ratios(rows: list[Attempt]) -> list[Ratio]:
+def ratios(rows: list[Attempt], pairs: tuple[tuple[str, str], ...] = RATIO_PAIRS) -> list[Ratio]:
     done = {r.contender: r for r in rows if r.status == "ok" and r.rows_per_s}
     present = {r.contender for r in rows}
     return [Ratio(ours, peer, done[ours].rows_per_s / done[peer].rows_per_s
                   if ours in done and peer in done else None,
                   done[ours].cpu if ours in done else None, done[peer].cpu if peer in done else None)
-            for ours, peer in RATIO_PAIRS if ours in present and peer in present]
+            for ours, peer in pairs if ours in present and peer in present]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
