@@ -11,6 +11,7 @@ from spark_kafka_sink.config import ProducerConfig
 from spark_kafka_sink.errors import ConfigError, KafkaError
 from spark_kafka_sink.spark.options import (
     DEFAULT_PRODUCER_CACHE_TIMEOUT_MS,
+    FormatOptions,
     SinkConfig,
     parse_duration_ms,
     topic_name_problem,
@@ -349,3 +350,228 @@ def test_a_closure_token_function_is_shipped_by_value():
     prefix = "tok"
     config = make(**OAUTH, **{"kafka.oauth_cb": lambda config: (prefix, 0)})
     assert config.producer_config.oauth_cb(None) == ("tok", 0)
+
+
+# --- key.format / value.format and the schema registry ------------------------------------------
+
+REGISTRY = {"schema.registry.url": "http://127.0.0.1:8081"}
+AVRO = {"value.format": "avro", **REGISTRY}
+PLAIN = {"value.format": "avro", "value.avro.framing": "none"}
+RECORD = '{"type":"record","name":"User","namespace":"com.acme","fields":[{"name":"id","type":"long"}]}'
+
+
+def test_formats_default_to_bytes_and_avro_is_taken_in_any_case():
+    config = make()
+    assert (config.key_format, config.value_format) == (FormatOptions("key"), FormatOptions("value"))
+    assert config.formats == (config.key_format, config.value_format) and config.registry is None
+    assert not config.value_format.avro and not config.value_format.framed
+    avro = make(**{"VALUE.Format": " AVRO ", "Value.Avro.Framing": "Confluent", **REGISTRY})
+    assert avro.value_format == FormatOptions("value", "avro") and avro.value_format.framed
+    assert avro.key_format == FormatOptions("key")
+    plain = make(**{"key.format": "Avro", "key.avro.framing": " NONE "})
+    assert plain.key_format.avro and not plain.key_format.framed and plain.registry is None
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"value.format": "json"}, "option 'value.format' must be 'bytes' or 'avro' (default 'bytes'), got 'json'"),
+    ({"key.format": "protobuf"}, "option 'key.format' must be 'bytes' or 'avro' (default 'bytes'), got 'protobuf'"),
+    ({"value.format": 3}, "option 'value.format' must be a string, got 3"),
+    ({**AVRO, "value.avro.framing": "magic"},
+     "option 'value.avro.framing' must be 'confluent' or 'none' (default 'confluent'), got 'magic'"),
+    ({"key.format": "avro", "key.avro.framing": "", **REGISTRY}, "option 'key.avro.framing' must be"),
+])
+def test_a_bad_format_or_framing_is_refused_with_the_choices(options, message):
+    assert error_of({**BOOT, **options}).startswith(message)
+
+
+@pytest.mark.parametrize("option, value", [
+    ("value.avro.schema", RECORD), ("value.schema.id", "5"), ("value.avro.framing", "none"),
+    ("value.avro.record.name", "User"), ("value.avro.record.namespace", "com.acme"),
+    ("key.avro.schema", '"string"'), ("key.schema.id", 7),
+])
+def test_avro_options_with_format_bytes_are_refused_naming_both(option, value):
+    side = option.split(".")[0]
+    message = error_of({**BOOT, option: value})
+    assert message == (f"option {option!r} is set but '{side}.format' is 'bytes': set {side}.format=avro "
+                       f"to write the {side} as Avro")
+
+
+@pytest.mark.parametrize("given, expected", [("12", 12), (" 12 ", 12), (12, 12), ("0", 0),
+                                             (2**31 - 1, 2**31 - 1), ("2147483647", 2**31 - 1)])
+def test_a_schema_id_is_an_integer_given_as_text_or_int(given, expected):
+    assert make(**AVRO, **{"value.schema.id": given}).value_format.schema_id == expected
+    assert make(**{"key.format": "avro", "key.schema.id": given, **REGISTRY}).key_format.schema_id == expected
+
+
+@pytest.mark.parametrize("given", ["x", "", "1.5", "0x10", "1e3", "1 2"])
+def test_a_schema_id_that_is_no_integer_text_is_refused_naming_the_option(given):
+    assert error_of({**BOOT, **AVRO, "value.schema.id": given}) == (
+        f"option 'value.schema.id' must be an integer, got {given!r}")
+
+
+@pytest.mark.parametrize("given", [2**31, "2147483648", -1, True, 1.0, 2.5])
+def test_a_schema_id_out_of_range_or_of_another_type_is_refused_naming_the_range(given):
+    shown = int(given) if isinstance(given, str) else given
+    assert error_of({**BOOT, **AVRO, "value.schema.id": given}) == (
+        f"option 'value.schema.id' must be an integer in [0, 2147483647], got {shown!r}")
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="a schema id of digits int() does not read ('²', which str.isdigit() takes) "
+                          "escapes as a bare ValueError not naming the option")
+def test_a_schema_id_of_superscript_digits_is_a_config_error_naming_the_option():
+    assert error_of({**BOOT, **AVRO, "value.schema.id": "²"}) == (
+        "option 'value.schema.id' must be an integer, got '²'")
+
+
+def test_a_schema_id_with_a_schema_or_without_framing_is_refused():
+    assert error_of({**BOOT, **AVRO, "value.schema.id": "3", "value.avro.schema": RECORD}) == (
+        "set option 'value.avro.schema' or 'value.schema.id', not both: the id names a registered schema")
+    assert error_of({**BOOT, "key.format": "avro", "key.schema.id": "3", "key.avro.framing": "none"}) == (
+        "option 'key.schema.id' names a registered schema, but 'key.avro.framing' is 'none' (no "
+        "registry): give the schema as 'key.avro.schema'")
+
+
+@pytest.mark.parametrize("schema, detail", [
+    ('{"type":', "the schema is not valid JSON"),
+    ('{"type":"recod"}', 'unknown type "recod"'),
+    ('{"type":"enum","name":"E","symbols":["A","A"]}', "enum E repeats a symbol"),
+    ('["null","null"]', "a union may hold 'null' only once"),
+])
+def test_a_bad_avro_schema_is_refused_naming_the_option(schema, detail):
+    message = error_of({**BOOT, **PLAIN, "value.avro.schema": schema})
+    assert message.startswith("option 'value.avro.schema': ") and detail in message
+    assert error_of({**BOOT, "key.format": "avro", "key.avro.framing": "none",
+                     "key.avro.schema": schema}).startswith("option 'key.avro.schema': ")
+
+
+def test_an_avro_schema_must_be_text():
+    assert error_of({**BOOT, **PLAIN, "value.avro.schema": b'"string"'}) == (
+        "option 'value.avro.schema' must be a JSON string, got bytes")
+    assert make(**PLAIN, **{"value.avro.schema": RECORD}).value_format.avro_schema == RECORD
+
+
+@pytest.mark.parametrize("name", ["", "1x", "a.b", "a-b", 5])
+def test_a_record_name_must_be_one_avro_name(name):
+    assert error_of({**BOOT, **PLAIN, "value.avro.record.name": name}) == (
+        f"option 'value.avro.record.name' must be an Avro name (a letter or _, then letters, digits or "
+        f"_), got {name!r}")
+
+
+@pytest.mark.parametrize("namespace", ["a..b", ".a", "a.", "com.1acme", 7])
+def test_a_record_namespace_must_be_dotted_avro_names(namespace):
+    assert error_of({**BOOT, **PLAIN, "key.format": "avro", "key.avro.framing": "none",
+                     "key.avro.record.namespace": namespace}) == (
+        f"option 'key.avro.record.namespace' must be Avro names separated by dots (each a letter or _, "
+        f"then letters, digits or _), got {namespace!r}")
+
+
+def test_record_name_and_namespace_are_trimmed_and_default_to_sparks():
+    config = make(**PLAIN, **{"value.avro.record.name": " _User1 ", "value.avro.record.namespace": " com.acme "})
+    assert (config.value_format.record_name, config.value_format.record_namespace) == ("_User1", "com.acme")
+    assert (make(**PLAIN).value_format.record_name, make(**PLAIN).value_format.record_namespace) == (
+        "topLevelRecord", "")
+
+
+@pytest.mark.parametrize("side", ["key", "value"])
+def test_the_wire_format_needs_a_registry_url(side):
+    message = error_of({**BOOT, f"{side}.format": "avro"})
+    assert message.startswith(f"option '{side}.format' is 'avro' in the Confluent wire format")
+    assert "needs option 'schema.registry.url'" in message
+    assert f"set {side}.avro.framing=none to write plain Avro bodies" in message
+
+
+@pytest.mark.parametrize("formats", [{}, PLAIN, {"key.format": "avro", "key.avro.framing": "none"}])
+def test_registry_options_without_a_framed_side_are_refused(formats):
+    message = error_of({**BOOT, **formats, **REGISTRY})
+    assert message.startswith("option 'schema.registry.url' is set but no side is written through the "
+                              "registry")
+
+
+@pytest.mark.parametrize("side", ["key", "value"])
+def test_a_schema_id_and_use_latest_version_are_refused_together(side):
+    options = {**BOOT, **REGISTRY, f"{side}.format": "avro", f"{side}.schema.id": "3",
+               "use.latest.version": "true"}
+    assert error_of(options) == f"set option '{side}.schema.id' or 'use.latest.version=true', not both"
+    assert make(**{**options, "use.latest.version": "false"}).registry.use_latest_version is False
+
+
+def test_an_unknown_schema_registry_option_is_refused_with_the_nearest_name():
+    assert error_of({**BOOT, **AVRO, "schema.registry.urll": "x"}) == (
+        "unknown schema registry property 'schema.registry.urll'; did you mean 'schema.registry.url'?")
+    assert "unknown schema registry property 'Schema.Registry.Timeout'" in error_of(
+        {**BOOT, **AVRO, "Schema.Registry.Timeout": "1"})
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="a typo of an unprefixed registry option (auto.register.schema) gets no 'did you "
+                          "mean' and the message lists the sink's options without the registry's")
+def test_a_typo_of_an_unprefixed_registry_option_names_the_nearest_one():
+    message = error_of({**BOOT, **AVRO, "auto.register.schema": "false"})
+    assert "did you mean 'auto.register.schemas'" in message
+
+
+def test_registry_options_match_without_case_and_take_confluents_unprefixed_names():
+    config = make(**{"Value.Format": "avro", "SCHEMA.REGISTRY.URL": "http://127.0.0.1:8081",
+                     "Basic.Auth.User.Info": "user:pw-1", "Basic.Auth.Credentials.Source": "USER_INFO",
+                     "AUTO.register.schemas": "false", "Value.Subject.Name.Strategy": "RecordNameStrategy"})
+    registry = config.registry
+    assert registry.urls == ("http://127.0.0.1:8081",) and registry.basic_auth_user_info == "user:pw-1"
+    assert registry.auto_register_schemas is False and registry.strategy(False).name == "RECORD"
+    assert config == make(**AVRO, **{"schema.registry.basic.auth.user.info": "user:pw-1",
+                                     "schema.registry.basic.auth.credentials.source": "USER_INFO",
+                                     "auto.register.schemas": False,
+                                     "value.subject.name.strategy": "RecordNameStrategy"})
+    bearer = make(**AVRO, **{"bearer.auth.token": "tok-1", "bearer.auth.credentials.source": "STATIC_TOKEN"})
+    assert bearer.registry.bearer_auth_token == "tok-1"
+    assert "given twice" in error_of({**BOOT, **AVRO, "Schema.Registry.Url": "http://127.0.0.1:8082"})
+    assert "name the same setting" in error_of({**BOOT, **AVRO, "basic.auth.user.info": "a:b",
+                                                "schema.registry.basic.auth.user.info": "a:b"})
+
+
+def test_a_config_with_formats_and_a_registry_pickles_hashes_and_equals_by_value():
+    options = {**AVRO, "key.format": "avro", "key.avro.framing": "none", "key.avro.schema": '"string"',
+               "value.schema.id": "9", "basic.auth.user.info": "u:pw-2"}
+    a, b = make(**options), make(**{**options, "value.schema.id": 9})
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    clone = pickle.loads(pickle.dumps(a))
+    assert clone == a and hash(clone) == hash(a)
+    assert clone.registry.basic_auth_user_info == "u:pw-2" and clone.value_format.schema_id == 9
+    assert a != make(**{**options, "value.schema.id": "10"})
+    assert a != make(**{**options, "schema.registry.url": "http://127.0.0.1:8082"})
+
+
+def test_repr_and_redacted_show_the_formats_and_registry_but_no_secret():
+    config = make(**AVRO, **{"value.avro.schema": RECORD, "value.avro.record.namespace": "com.acme",
+                             "key.format": "avro", "key.schema.id": "4", "basic.auth.user.info": "u:pw-3"})
+    shown = config.redacted()
+    assert shown["value.format"] == "avro" and shown["value.avro.schema"] == RECORD
+    assert shown["value.avro.record.namespace"] == "com.acme"
+    assert shown["key.format"] == "avro" and shown["key.schema.id"] == 4
+    assert "value.avro.framing" not in shown and "key.avro.record.name" not in shown  # defaults
+    assert shown["schema.registry.url"] == "http://127.0.0.1:8081"
+    assert shown["schema.registry.basic.auth.user.info"] == "[hidden]"
+    for text in (repr(config), str(config), str(shown)):
+        assert "pw-3" not in text and "value.schema.id" not in text
+        assert "key.schema.id=4" in text or "'key.schema.id': 4" in text
+    bearer = make(**AVRO, **{"schema.registry.bearer.auth.token": "tok-secret-4",
+                             "bearer.auth.credentials.source": "STATIC_TOKEN"})
+    assert bearer.redacted()["schema.registry.bearer.auth.token"] == "[hidden]"
+    assert "tok-secret-4" not in repr(bearer) and "schema.registry.bearer.auth.token='[hidden]'" in repr(bearer)
+    assert "value.format" not in make().redacted() and "schema.registry.url" not in make().redacted()
+
+
+def test_format_options_are_validated_when_built_directly():
+    assert FormatOptions("value", "avro", schema_id=3).options() == {"value.format": "avro",
+                                                                      "value.schema.id": 3}
+    assert FormatOptions("key").options() == {}
+    with pytest.raises(ValueError, match="side must be 'key' or 'value', got 'topic'"):
+        FormatOptions("topic")
+    with pytest.raises(ConfigError, match=r"option 'value.schema.id' must be an integer in \[0, 2147483647\], "
+                                          r"got '3'"):
+        FormatOptions("value", "avro", schema_id="3")
+    producer = ProducerConfig.from_properties({"bootstrap.servers": "localhost:9092"})
+    with pytest.raises(TypeError, match="key_format must be the FormatOptions of side 'key'"):
+        SinkConfig(producer, key_format=FormatOptions("value"))
+    with pytest.raises(ConfigError, match="needs option 'schema.registry.url'"):
+        SinkConfig(producer, value_format=FormatOptions("value", "avro"))
