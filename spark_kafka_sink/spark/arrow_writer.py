@@ -356,7 +356,7 @@ def arrow_bad_record(batch: Any, row: int, error: BaseException, position: int,
     """Row ``row`` of ``batch`` (the sink columns; row ``position + row`` of the partition) as a
     bad record of the ``convert`` stage: its key, value (as JSON when it is no bytes: an Avro
     column's), headers with a key, partition."""
-    values = batch.slice(row, 1).to_pylist()[0]
+    values = batch.slice(row, 1).to_pylist(maps_as_pydicts="lossy")[0]
     raw = as_bytes
 
     headers = [(h["key"], raw(h["value"])) for h in values.get("headers") or ()

@@ -82,9 +82,19 @@ def as_bytes(value: Any) -> bytes | None:
         return value.encode("utf-8")
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
-    if hasattr(value, "asDict"):     # a pyspark Row: by field name (json would make it a list)
-        value = value.asDict(recursive=True)
-    return json.dumps(value, default=_json_default, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return json.dumps(_plain(value), default=_json_default, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every pyspark ``Row`` in it a dict by field name (json would make a Row, a
+    tuple, a list)."""
+    if hasattr(value, "asDict"):
+        return {name: _plain(item) for name, item in value.asDict().items()}
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
 
 
 def _json_default(value: Any) -> Any:

@@ -76,8 +76,12 @@ class ColumnEncoder:
         return None
 
     def __repr__(self) -> str:
-        ids = (f"id {self.default.schema_id}" if self.default is not None and self.default.schema_id is not None
-               else ", ".join(f"{topic}: id {fmt.schema_id}" for topic, fmt in self.by_topic) or "plain")
+        if not self.framed:
+            ids = "plain"
+        elif self.default is not None:
+            ids = f"id {self.default.schema_id}"
+        else:
+            ids = ", ".join(f"{topic}: id {fmt.schema_id}" for topic, fmt in self.by_topic) or "no id yet"
         return f"ColumnEncoder({self.side}, {ids})"
 
 

@@ -50,7 +50,7 @@ from typing import Any, Mapping
 from ..avro.schema import TOP_LEVEL_RECORD, parse_schema, valid_name
 from ..config import JAVA_ONLY, PROPERTIES, ProducerConfig
 from ..errors import ConfigError
-from ..schema_registry.config import RegistryConfig, is_registry_option
+from ..schema_registry.config import REGISTRY_OPTION_NAMES, RegistryConfig, is_registry_option
 from ..producer.batch_size import with_bulk_batch_size
 from ..producer.topics import topic_name_problem
 
@@ -520,11 +520,11 @@ def _unknown_option(original: str) -> str:
     if lower in PROPERTIES:
         return (f"unknown option {original!r}; producer properties take the {KAFKA_PREFIX!r} prefix: "
                 f"did you mean {KAFKA_PREFIX + lower!r}?")
-    close = difflib.get_close_matches(lower, [*SINK_OPTIONS, *(KAFKA_PREFIX + p for p in PROPERTIES)],
-                                      n=3, cutoff=0.6)
+    close = difflib.get_close_matches(lower, [*SINK_OPTIONS, *(KAFKA_PREFIX + p for p in PROPERTIES),
+                                              *sorted(REGISTRY_OPTION_NAMES)], n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else "."
-    return (f"unknown option {original!r}{hint} The sink takes {', '.join(map(repr, SINK_OPTIONS))} "
-            f"and 'kafka.<producer property>'.")
+    return (f"unknown option {original!r}{hint} The sink takes {', '.join(map(repr, SINK_OPTIONS))}, "
+            f"'kafka.<producer property>' and the schema registry's settings (Confluent's names).")
 
 
 def _topic(value: Any, option: str = TOPIC) -> str | None:
@@ -561,10 +561,9 @@ def _format_options(sink: Mapping[str, Any], side: str) -> FormatOptions:
 
     schema_id = sink.get(f"{side}.schema.id")
     if isinstance(schema_id, str):
-        text = schema_id.strip()
-        if not text.isdigit():
+        if re.fullmatch(r"\s*-?[0-9]+\s*", schema_id) is None:
             raise ConfigError(f"option '{side}.schema.id' must be an integer, got {schema_id!r}")
-        schema_id = int(text)
+        schema_id = int(schema_id)   # FormatOptions checks its range
     name = sink.get(f"{side}.avro.record.name", TOP_LEVEL_RECORD)
     namespace = sink.get(f"{side}.avro.record.namespace", "")
     return FormatOptions(side, word("format", BYTES), sink.get(f"{side}.avro.schema"), schema_id,

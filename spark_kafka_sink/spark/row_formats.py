@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from ..errors import SerializationError
 from .formats import ColumnEncoder
+from .options import topic_name_problem
 from .rows import RowError
 from .schema import WriteSchema
 
@@ -91,7 +92,7 @@ class RowFormats:
                 raise error
 
     def _by_topic(self, chunk: list[Sequence[Any]]) -> list[tuple[str, list[int]]]:
-        """The rows of each valid-looking topic (null topics are left for the converter)."""
+        """The rows of each valid topic (null and invalid topics are left for the converter)."""
         if self._topic is None:
             return [(self._default_topic, list(range(len(chunk))))]
         groups: dict[str, list[int]] = {}
@@ -99,7 +100,7 @@ class RowFormats:
             topic = row[self._topic]
             if isinstance(topic, str) and topic:
                 groups.setdefault(topic, []).append(i)
-        return list(groups.items())
+        return [(topic, rows) for topic, rows in groups.items() if topic_name_problem(topic) is None]
 
     @staticmethod
     def _encode(topic: str, indices: list[int], chunk: list[Sequence[Any]], out: list[Any],

@@ -159,9 +159,6 @@ def test_rows_of_a_null_topic_and_an_unencodable_row_are_dead_letters_in_one_bat
     assert metrics.as_dict()["record-error-total"] == 2
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="arrow mode writes a map in a dead letter's JSON value as a list of [key, value] "
-                          "pairs (Arrow's to_pylist), where rows mode writes an object (PySpark's dict)")
 def test_a_map_in_a_dead_letters_value_is_a_json_object_as_in_rows_mode():
     from spark_kafka_sink.spark.arrow_writer import arrow_bad_record
     from spark_kafka_sink.spark.dead_letters import as_bytes

@@ -402,10 +402,6 @@ def test_as_bytes_writes_a_row_by_its_field_names_nested_rows_too():
                                            "by_name": {"k": {"c": 3}}, "day": "2024-01-01"}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="rows nested in a list or dict that is not itself in a Row (an array<struct> or "
-                          "map<string,struct> Avro column as Spark hands it) lose their field names: "
-                          "[Row(a=1)] is written [[1]]")
 def test_as_bytes_writes_rows_in_a_list_or_map_column_by_their_field_names():
     assert json.loads(as_bytes([Row(a=1), Row(a=2)])) == [{"a": 1}, {"a": 2}]
     assert json.loads(as_bytes({"k": Row(a=1)})) == {"k": {"a": 1}}

@@ -355,8 +355,6 @@ def test_for_topic_prefers_the_default_and_resolved_says_whether_tasks_can_encod
     assert plain.resolved and repr(plain) == "ColumnEncoder(key, plain)"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="a framed encoder with no id learnt yet shows as 'plain' in its repr")
 def test_the_repr_of_an_unresolved_framed_encoder_does_not_call_it_plain():
     framed = column_encoder(FormatOptions("value", "avro"), USER)
     assert "plain" not in repr(framed)

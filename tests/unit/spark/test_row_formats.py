@@ -233,10 +233,6 @@ def test_rows_with_a_null_or_empty_topic_pass_unchanged_for_the_converter():
     assert out[0][1] is rows[0].value and out[2][1][:5] == b"\x00\x00\x00\x00\x01"
 
 
-@pytest.mark.xfail(strict=True, raises=RowError,
-                   reason="with a subject per topic, a row whose topic name is invalid is refused as "
-                          "'registered no value schema' instead of passing unchanged for the converter "
-                          "to name the invalid topic (the module docstring's promise)")
 def test_a_row_with_an_invalid_topic_passes_unchanged_for_the_converter():
     written = by_topic(ORDER, {"orders": 1})
     rows = [Row(key="k0", value=order(0), topic="bad topic!"), Row(key="k1", value=order(1), topic="orders")]
