@@ -356,7 +356,7 @@ def arrow_bad_record(batch: Any, row: int, error: BaseException, position: int,
     """Row ``row`` of ``batch`` (the sink columns; row ``position + row`` of the partition) as a
     bad record of the ``convert`` stage: its key, value (as JSON when it is no bytes: an Avro
     column's), headers with a key, partition."""
-    values = batch.slice(row, 1).to_pylist(maps_as_pydicts="lossy")[0]
+    values = _row_values(batch, row)
     raw = as_bytes
 
     headers = [(h["key"], raw(h["value"])) for h in values.get("headers") or ()
@@ -366,6 +366,33 @@ def arrow_bad_record(batch: Any, row: int, error: BaseException, position: int,
     return BadRecord(CONVERT, values.get("topic", topic) if topic is None else topic, partition,
                      raw(values.get("key")), raw(values.get("value")), headers, error,
                      position + row)
+
+
+def _row_values(batch: Any, row: int) -> dict[str, Any]:
+    """Row ``row`` of ``batch`` as Python values by column, maps as dicts (as rows mode gets
+    them from Spark)."""
+    one = batch.slice(row, 1)
+    try:
+        return one.to_pylist(maps_as_pydicts="lossy")[0]
+    except TypeError:  # pyarrow before 16 gives maps as lists of pairs only
+        values = one.to_pylist()[0]
+        return {name: _maps_as_dicts(values[name], one.schema.field(name).type) for name in values}
+
+
+def _maps_as_dicts(value: Any, kind: Any) -> Any:
+    """``value`` (of Arrow type ``kind``) with every map's list of pairs a dict."""
+    import pyarrow as pa
+
+    if value is None:
+        return None
+    if pa.types.is_map(kind):
+        return {key: _maps_as_dicts(item, kind.item_type) for key, item in value}
+    if pa.types.is_struct(kind):
+        return {kind.field(i).name: _maps_as_dicts(value[kind.field(i).name], kind.field(i).type)
+                for i in range(kind.num_fields)}
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return [_maps_as_dicts(item, kind.value_type) for item in value]
+    return value
 
 
 def _at_position(error: BaseException, row: int) -> BaseException:
