@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
@@ -57,7 +58,8 @@ from .rows import RowError
 from .schema import HEADERS_TYPE, Kind, WriteSchema
 from .task import Outcome, TaskInfo, TaskRun, check_writer_arguments, run_task, task_info
 
-__all__ = ["ArrowWriter", "STATS_SCHEMA", "merge_stats", "rechunk", "sink_frame", "stats_transactions",
+__all__ = ["ArrowWriter", "FlatStruct", "STATS_SCHEMA", "flat_structs", "merge_stats", "rechunk", "sink_frame",
+           "stats_transactions",
            "DEFAULT_RECHUNK_ROWS", "DEFAULT_RECHUNK_BYTES"]
 
 log = logging.getLogger(__name__)
@@ -74,17 +76,19 @@ DEFAULT_RECHUNK_BYTES = 16 * 1024 * 1024
 _SINK_COLUMNS = ("value", "key", "topic", "partition", "headers", "timestamp")
 
 
-def sink_frame(df: Any, write_schema: WriteSchema) -> Any:
+def sink_frame(df: Any, write_schema: WriteSchema, *, flat: bool = False) -> Any:
     """``df`` reduced to its sink columns under their conventional names (driver side).
 
     Columns are picked by position (``toDF`` renames every column first), so the first of a
     repeated name is the one validated, as in rows mode. The headers column is cast to
     ``array<struct<key:string,value:binary>>`` when its struct's field names differ in case.
+    ``flat``: an Avro side's struct goes as its fields and a null flag (:func:`flat_structs`).
     """
     from pyspark.sql import functions as F
 
     fields = df.schema.fields
     positional = df.toDF(*[f"_sink_{i}" for i in range(len(fields))])
+    flattened = {spec.side: spec for spec in flat_structs(write_schema)} if flat else {}
     columns = []
     for name in _SINK_COLUMNS:
         column = getattr(write_schema, name)
@@ -95,8 +99,59 @@ def sink_frame(df: Any, write_schema: WriteSchema) -> Any:
             names = fields[column.index].dataType.elementType.fieldNames()
             if names != ["key", "value"]:
                 expr = expr.cast(HEADERS_TYPE)
+        spec = flattened.get(name)
+        if spec is not None:
+            columns.extend(expr.getField(field).alias(alias) for field, alias in zip(spec.fields, spec.columns))
+            columns.append(expr.isNull().alias(spec.nulls))
+            continue
         columns.append(expr.alias(name))
     return positional.select(*columns)
+
+
+@dataclass(frozen=True)
+class FlatStruct:
+    """An Avro side's struct column as the tasks get it from :func:`sink_frame` with ``flat``:
+    its ``fields`` in the columns ``columns``, and ``nulls`` true where the struct is null. Spark's
+    Arrow export of a struct costs its JVM more than that of the same fields as columns
+    (bench/README.md); :meth:`rebuild` puts the struct back together in the task, without a copy."""
+
+    side: str
+    fields: tuple[str, ...]
+    nullable: tuple[bool, ...]
+    columns: tuple[str, ...]
+    nulls: str
+
+    def rebuild(self, batch: Any) -> Any:
+        """``batch`` with :attr:`columns` and :attr:`nulls` replaced by the struct column
+        :attr:`side`, where the first of them was."""
+        import pyarrow as pa
+
+        names = batch.schema.names
+        children = [batch.column(name) for name in self.columns]
+        struct = pa.StructArray.from_arrays(
+            children, fields=[pa.field(field, child.type, nullable=nullable)
+                              for field, child, nullable in zip(self.fields, children, self.nullable)],
+            mask=batch.column(self.nulls))
+        mine = set(self.columns) | {self.nulls}
+        at = names.index(self.columns[0])
+        kept = [(name, batch.column(name)) for name in names if name not in mine]
+        kept.insert(sum(1 for name in names[:at] if name not in mine), (self.side, struct))
+        return pa.RecordBatch.from_arrays([array for _, array in kept], names=[name for name, _ in kept])
+
+
+def flat_structs(write_schema: WriteSchema) -> tuple[FlatStruct, ...]:
+    """The Avro sides of ``write_schema`` whose column is a struct (of at least one field)."""
+    import pyarrow as pa
+
+    out = []
+    for encoder in write_schema.encoders:
+        kind = encoder.arrow_type
+        if pa.types.is_struct(kind) and kind.num_fields:
+            fields = [kind.field(i) for i in range(kind.num_fields)]
+            out.append(FlatStruct(encoder.side, tuple(f.name for f in fields), tuple(f.nullable for f in fields),
+                                  tuple(f"_sink_{encoder.side}_{i}" for i in range(len(fields))),
+                                  f"_sink_{encoder.side}_null"))
+    return tuple(out)
 
 
 def rechunk(batches: Iterable[Any], max_rows: int, max_bytes: int) -> Iterator[Any]:
@@ -141,7 +196,8 @@ class ArrowWriter:
                  pool: Callable[[], ProducerPool] = get_pool,
                  task: Callable[[], TaskInfo] = task_info,
                  rechunk_rows: int = DEFAULT_RECHUNK_ROWS,
-                 rechunk_bytes: int = DEFAULT_RECHUNK_BYTES, batch_id: int | None = None):
+                 rechunk_bytes: int = DEFAULT_RECHUNK_BYTES, batch_id: int | None = None,
+                 flat: bool = False):
         check_writer_arguments(sink_config, write_schema)
         if write_schema.topic is None and sink_config.topic is None:
             raise ValueError("no 'topic' column and no 'topic' option: validate_schema should have "
@@ -154,6 +210,7 @@ class ArrowWriter:
         self.rechunk_rows = rechunk_rows
         self.rechunk_bytes = rechunk_bytes
         self.batch_id = batch_id
+        self.flat = flat
         self._pool = pool
         self._task = task
 
@@ -177,9 +234,12 @@ class ArrowWriter:
         sender = _BatchSender(producer, self.write_schema, self.sink_config.topic, outcome)
         letters = outcome.dead_letters
         position = 0
+        structs = flat_structs(self.write_schema) if self.flat else ()
         for batch in rechunk(batches, self.rechunk_rows, self.rechunk_bytes):
             if outcome.first_failure is not None or outcome.send_error is not None:
                 return
+            for spec in structs:
+                batch = spec.rebuild(batch)
             if not sender.send(batch, position):
                 return
             position += batch.num_rows

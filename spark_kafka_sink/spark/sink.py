@@ -129,8 +129,8 @@ class KafkaSink:
 
     def _write_arrow(self, df: Any, write_schema: WriteSchema, batch_id: int | None) -> SinkTaskMetrics:
         """``mapInArrow`` over the sink columns; the tasks' stats rows, merged."""
-        writer = ArrowWriter(self._task_config, write_schema, batch_id=batch_id)
-        return merge_stats(sink_frame(df, write_schema).mapInArrow(writer, STATS_SCHEMA).collect())
+        writer = ArrowWriter(self._task_config, write_schema, batch_id=batch_id, flat=True)
+        return merge_stats(sink_frame(df, write_schema, flat=True).mapInArrow(writer, STATS_SCHEMA).collect())
 
     def _write_rows(self, df: Any, write_schema: WriteSchema,
                     batch_id: int | None) -> SinkTaskMetrics | None:
@@ -161,8 +161,9 @@ class KafkaSink:
         jobs = JobWatch.start(df)
         try:
             if rdd is None:
-                rows = sink_frame(df, write_schema).mapInArrow(
-                    ArrowWriter(self._task_config, write_schema, batch_id=batch_id), STATS_SCHEMA).collect()
+                rows = sink_frame(df, write_schema, flat=True).mapInArrow(
+                    ArrowWriter(self._task_config, write_schema, batch_id=batch_id, flat=True),
+                    STATS_SCHEMA).collect()
                 metrics, transactions = merge_stats(rows), stats_transactions(rows)
                 partitions = max((row["partition_id"] for row in rows), default=-1) + 1
             else:

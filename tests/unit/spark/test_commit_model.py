@@ -627,7 +627,7 @@ def install(monkeypatch) -> None:
     monkeypatch.setattr(sink_module, "ExactlyOnceDriver", make_driver)
     monkeypatch.setattr(sink_module, "PartitionWriter", lambda *args, **kwargs: None)
     monkeypatch.setattr(sink_module, "ArrowWriter", lambda *args, **kwargs: None)
-    monkeypatch.setattr(sink_module, "sink_frame", lambda df, write_schema: df.arrow)
+    monkeypatch.setattr(sink_module, "sink_frame", lambda df, write_schema, **_: df.arrow)
     monkeypatch.setattr(sink_module, "merge_stats", lambda rows: SinkTaskMetrics())
     monkeypatch.setattr(sink_module, "stats_transactions", lambda rows: [r["transaction"] for r in rows])
     if datasource is not None:

@@ -175,7 +175,7 @@ def start_query(monkeypatch):
         applied=lambda options: options))
     monkeypatch.setattr(sink_module, "validate_schema", lambda schema, config: WriteSchema(
         Column("value", 0, Kind.BINARY)))
-    monkeypatch.setattr(sink_module, "sink_frame", lambda df, write_schema: df)
+    monkeypatch.setattr(sink_module, "sink_frame", lambda df, write_schema, **_: df)
     monkeypatch.setattr(sink_module, "ArrowWriter", lambda *args, **kwargs: None)
     monkeypatch.setattr(sink_module, "PartitionWriter", lambda *args, **kwargs: None)
 

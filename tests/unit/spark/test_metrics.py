@@ -178,7 +178,7 @@ def test_arrow_mode_publishes_the_collected_stats_rows_without_a_spark_context(m
     from spark_kafka_sink.spark import sink as sink_module
     from spark_kafka_sink.spark.arrow_writer import STATS_SCHEMA, ArrowWriter
 
-    monkeypatch.setattr(sink_module, "sink_frame", lambda df, write_schema: df)  # needs no JVM here
+    monkeypatch.setattr(sink_module, "sink_frame", lambda df, write_schema, **_: df)  # needs no JVM here
     sink = KafkaSink(**{"kafka.bootstrap.servers": "localhost:9092", "topic": "t",
                         "preflight": "false"})  # no cluster here
     df = _ConnectFrame()
