@@ -1,8 +1,10 @@
-"""The admin calls the demo, the jobs and the sink need: create a topic and wait until it is
-usable (:func:`create_topic`), read a small partition back whole (:func:`read_partition`: the
-exactly-once sink's commit log, read committed), describe topics (:func:`describe_topics`: the sink's
-preflight), and set client quotas (:func:`alter_client_quotas`: a throttled cluster, to test
-against).
+"""The admin calls the demo, the jobs, the sink and the ``spark-kafka-sink`` command need: create a
+topic and wait until it is usable (:func:`create_topic`), describe topics (:func:`describe_topics`:
+the sink's preflight, ``topics describe``) and the cluster with its topics
+(:func:`describe_cluster`: ``topics list``), read a small partition back whole
+(:func:`read_partition`: the exactly-once sink's commit log, read committed), read a bounded run
+of records from a topic's partitions (:func:`read_records`: ``tail``), and set client quotas
+(:func:`alter_client_quotas`: a throttled cluster, to test against).
 
 A producer can write to a topic only once every partition has a leader, and right after
 CreateTopics returns the leaders may not be elected yet; :func:`create_topic` waits for them,
@@ -10,6 +12,10 @@ bounded by ``timeout_s``. It speaks the wire protocol through
 :class:`~spark_kafka_sink.client.blocking.BlockingConnection`, so it needs no other Kafka client.
 On a secured listener pass the same ``config`` the producer takes (``security.protocol``,
 ``ssl.*``, ``sasl.*``): the connection uses its TLS and SASL settings.
+
+The reads (ListOffsets, then Fetch from each partition's leader) decode batches with
+:mod:`~spark_kafka_sink.record`; ``read_committed`` leaves out aborted transactions' records as
+Kafka's consumer does (:func:`committed_batches`).
 """
 
 from __future__ import annotations
@@ -19,21 +25,25 @@ import struct
 import time
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from .client.blocking import BlockingConnection
 from .client.security import ConnectionSecurity
 from .config import ProducerConfig
 from .error_codes import ErrorCode
-from .errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for, raise_for_code
+from .errors import (KafkaConnectionError, KafkaError, KafkaTimeoutError,
+                     UnknownTopicOrPartitionError, error_for, raise_for_code)
 from .protocol import apis
-from .protocol.messages.describe_configs import RESOURCE_TOPIC
+from .protocol.messages.describe_configs import CONFIG_SOURCE_TOPIC, RESOURCE_TOPIC
 from .record import read_batches
-from .record.reader import Record, RecordBatch
+from .record.layout import TimestampType
+from .record.reader import Header, Record, RecordBatch
+from .structs import Node
 
-__all__ = ["READ_COMMITTED", "READ_UNCOMMITTED", "CreatedTopic", "TopicDescription",
-           "alter_client_quotas", "committed_batches", "create_topic", "describe_topics",
-           "read_partition"]
+__all__ = ["READ_COMMITTED", "READ_UNCOMMITTED", "ClusterDescription", "CreatedTopic",
+           "FetchedRecord", "PartitionRead", "PartitionState", "TopicDescription", "TopicListing",
+           "alter_client_quotas", "committed_batches", "create_topic", "describe_cluster",
+           "describe_topics", "read_partition", "read_records"]
 
 _POLL_S = 0.1
 BROKER_DEFAULT = -1
@@ -123,12 +133,26 @@ def alter_client_quotas(bootstrap: str, entity: Mapping[str, str | None],
 
 
 @dataclass(frozen=True)
+class PartitionState:
+    """A partition as Metadata describes it, by broker id: its ``leader`` (-1: none), its
+    ``replicas``, the in-sync ones (``isr``) and the ``offline`` ones."""
+
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class TopicDescription:
     """What :func:`describe_topics` learnt of a topic: ``exists`` (``False``: the cluster does
     not know it), its partition count and its configuration (name -> value; empty when the topic
     is missing or describing it is not allowed, see ``config_error``). ``replication_factor`` is
     the fewest replicas any of its partitions has (0 when unknown), and ``cluster_brokers`` how
-    many brokers the cluster's Metadata answer listed, to judge it by."""
+    many brokers the cluster's Metadata answer listed, to judge it by. ``partition_states``: each
+    partition's leader and replicas, in partition order; ``overridden``: the names of the configs
+    set on the topic itself (the others are the broker's or Kafka's defaults)."""
 
     name: str
     exists: bool
@@ -137,6 +161,8 @@ class TopicDescription:
     config_error: KafkaError | None = None
     replication_factor: int = 0
     cluster_brokers: int = 0
+    partition_states: tuple[PartitionState, ...] = ()
+    overridden: frozenset[str] = frozenset()
 
 
 def describe_topics(bootstrap: str, topics: list[str], *, config_names: list[str] | None = None,
@@ -150,17 +176,7 @@ def describe_topics(bootstrap: str, topics: list[str], *, config_names: list[str
     ``AuthenticationError``). ``auto_create``: let the broker create a missing topic, as a
     producer's metadata request does. A topic the principal may not describe raises
     ``TopicAuthorizationFailedError``."""
-    security = connection_security(bootstrap, config)
-    addresses = [_first_address(address) for address in bootstrap.split(",") if address.strip()]
-    for index, (host, port) in enumerate(addresses):
-        try:
-            conn = BlockingConnection(host, port, timeout_s=timeout_s, security=security)
-        except (KafkaConnectionError, OSError):
-            if index == len(addresses) - 1:
-                raise
-            continue
-        break
-    with conn:
+    with _connect(bootstrap, connection_security(bootstrap, config), timeout_s) as conn:
         response = conn.request(apis.METADATA, {"topics": [{"name": t} for t in topics],
                                                 "allow_auto_topic_creation": auto_create})
         found: dict[str, TopicDescription] = {}
@@ -173,7 +189,8 @@ def describe_topics(bootstrap: str, topics: list[str], *, config_names: list[str
                 raise_for_code(t.error_code, f"Metadata for topic {t.name}")
             found[t.name] = TopicDescription(
                 t.name, True, len(t.partitions), cluster_brokers=brokers,
-                replication_factor=min((len(p.replica_nodes) for p in t.partitions), default=0))
+                replication_factor=min((len(p.replica_nodes) for p in t.partitions), default=0),
+                partition_states=_partition_states(t.partitions))
         existing = [name for name in topics if found.get(name) and found[name].exists]
         if not existing:
             return found
@@ -188,8 +205,74 @@ def describe_topics(bootstrap: str, topics: list[str], *, config_names: list[str
                 found[result.resource_name] = replace(described, config_error=error)
                 continue
             found[result.resource_name] = replace(
-                described, configs=MappingProxyType({c.name: c.value for c in result.configs}))
+                described, configs=MappingProxyType({c.name: c.value for c in result.configs}),
+                overridden=frozenset(c.name for c in result.configs
+                                     if c.config_source == CONFIG_SOURCE_TOPIC))
     return found
+
+
+@dataclass(frozen=True)
+class TopicListing:
+    """A topic as :func:`describe_cluster` lists it: its partition count, the fewest replicas any
+    of its partitions has, and whether it is one of Kafka's ``internal`` topics
+    (``__consumer_offsets``, ``__transaction_state``)."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    internal: bool = False
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    """The cluster as one Metadata answer (all topics) describes it: its id, the controller's
+    broker id (-1: not told), its brokers and its topics (by name)."""
+
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[Node, ...]
+    topics: tuple[TopicListing, ...]
+
+
+def describe_cluster(bootstrap: str, *, timeout_s: float = 10.0,
+                     config: ProducerConfig | Mapping[str, Any] | None = None,
+                     ) -> ClusterDescription:
+    """The cluster's brokers and every topic the principal may describe (one Metadata request
+    for all topics, to the first bootstrap address that accepts a connection within
+    ``timeout_s``, with ``config``'s security). Raises what connecting or authenticating
+    raises."""
+    with _connect(bootstrap, connection_security(bootstrap, config), timeout_s) as conn:
+        response = conn.request(apis.METADATA, {"topics": None, "allow_auto_topic_creation": False})
+    raise_for_code(response.error_code, "Metadata for all topics")
+    brokers = tuple(sorted((Node(b.node_id, b.host, b.port, b.rack) for b in response.brokers),
+                           key=lambda node: node.node_id))
+    topics = tuple(sorted(
+        (TopicListing(t.name, len(t.partitions),
+                      min((len(p.replica_nodes) for p in t.partitions), default=0), t.is_internal)
+         for t in response.topics if t.name is not None),
+        key=lambda listing: listing.name))
+    return ClusterDescription(response.cluster_id, response.controller_id, brokers, topics)
+
+
+def _partition_states(partitions) -> tuple[PartitionState, ...]:
+    return tuple(sorted(
+        (PartitionState(p.partition_index, p.leader_id if p.error_code == 0 else -1,
+                        tuple(p.replica_nodes), tuple(p.isr_nodes),
+                        tuple(p.offline_replicas or ()))
+         for p in partitions), key=lambda state: state.partition))
+
+
+def _connect(bootstrap: str, security: ConnectionSecurity, timeout_s: float) -> BlockingConnection:
+    """A connection to the first of ``bootstrap``'s addresses that accepts one within
+    ``timeout_s``; the last one's error when none does."""
+    addresses = [_first_address(address) for address in bootstrap.split(",") if address.strip()]
+    for index, (host, port) in enumerate(addresses):
+        try:
+            return BlockingConnection(host, port, timeout_s=timeout_s, security=security)
+        except (KafkaConnectionError, OSError):
+            if index == len(addresses) - 1:
+                raise
+    raise ValueError(f"bootstrap servers must be host:port[,host:port...], got {bootstrap!r}")
 
 
 def connection_security(bootstrap: str, config: ProducerConfig | Mapping[str, Any] | None,
@@ -231,10 +314,7 @@ def read_partition(bootstrap: str, topic: str, partition: int = 0, *, timeout_s:
     the call is decided (the last stable offset reaches that end), so that it returns every
     record committed before the call, never a stale view; a transaction still open then raises
     ``KafkaTimeoutError`` naming its first offset."""
-    if isolation_level not in _ISOLATION:
-        raise ValueError(f"isolation_level must be {READ_UNCOMMITTED!r} or {READ_COMMITTED!r}, "
-                         f"got {isolation_level!r}")
-    committed = isolation_level == READ_COMMITTED
+    committed = _isolation(isolation_level) == _ISOLATION[READ_COMMITTED]
     deadline = time.monotonic() + timeout_s
     security = connection_security(bootstrap, config)
     host, port = _first_address(bootstrap)
@@ -294,7 +374,16 @@ def _list_offset(conn: BlockingConnection, topic: str, partition: int, timestamp
 
 def _fetch_range(conn: BlockingConnection, topic: str, partition: int, start: int, end: int,
                  deadline: float, *, isolation: int = 0) -> list[Record]:
-    records: list[Record] = []
+    return [record for batch in _fetch_batches(conn, topic, partition, start, end, deadline,
+                                               isolation=isolation)
+            for record in batch.records if start <= record.offset < end]
+
+
+def _fetch_batches(conn: BlockingConnection, topic: str, partition: int, start: int, end: int,
+                   deadline: float, *, isolation: int = 0) -> Iterator[RecordBatch]:
+    """The data batches holding ``topic``-``partition``'s offsets ``start``..``end`` (end
+    excluded), fetched one answer at a time (at read_committed, those of aborted transactions
+    left out); their first and last records may lie outside the range."""
     offset = start
     while offset < end:
         if time.monotonic() > deadline:
@@ -316,10 +405,156 @@ def _fetch_range(conn: BlockingConnection, topic: str, partition: int, start: in
                              "a record larger than the fetch size?")
         kept = batches if not isolation else committed_batches(
             batches, [(a.producer_id, a.first_offset) for a in data.aborted_transactions or ()])
-        records.extend(r for batch in kept if not batch.is_control
-                       for r in batch.records if offset <= r.offset < end)
+        yield from (batch for batch in kept if not batch.is_control)
         offset = max(offset, max(batch.last_offset for batch in batches) + 1)
-    return records
+
+
+@dataclass(frozen=True)
+class FetchedRecord:
+    """One record as :func:`read_records` read it: where it sits, its timestamp (milliseconds
+    since the epoch) and the type of that timestamp, its key and value (``None``: null) and its
+    headers."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    timestamp_type: TimestampType
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+
+@dataclass(frozen=True)
+class PartitionRead:
+    """What :func:`read_records` read of one partition: ``records`` from offset ``first`` on.
+    ``log_start`` and ``end`` bound what there was to read (``end``: the high watermark, or at
+    read_committed the last stable offset); ``high_watermark`` is the log's end. ``more``: it
+    stopped at ``max_records`` before ``end``."""
+
+    partition: int
+    log_start: int
+    first: int
+    end: int
+    high_watermark: int
+    records: tuple[FetchedRecord, ...]
+    more: bool = False
+
+    @property
+    def undecided(self) -> bool:
+        """At read_committed: a transaction still open holds the records from ``end`` on."""
+        return self.end < self.high_watermark
+
+
+def read_records(bootstrap: str, topic: str, partitions: Sequence[int] | None = None, *,
+                 offset: int | None = None, max_records: int | None = None,
+                 isolation_level: str = READ_UNCOMMITTED, timeout_s: float = 10.0,
+                 config: ProducerConfig | Mapping[str, Any] | None = None,
+                 ) -> tuple[PartitionRead, ...]:
+    """Records of ``topic``'s ``partitions`` (default: all), one :class:`PartitionRead` each in
+    the order asked (once each), read from each leader with ListOffsets and Fetch up to the
+    partition's end as of the call; it never waits for new records.
+
+    ``offset``: where each partition's read starts; ``None``: its log start; ``n >= 0``: offset
+    ``n`` (clamped between the log start and the end); ``-n``: ``n`` offsets before the end.
+    ``max_records``: at most that many records per partition. ``isolation_level`` as a
+    consumer's: ``read_committed`` reads up to the last stable offset (a transaction still open
+    hides what follows it, see :attr:`PartitionRead.undecided`) and leaves out the records of
+    aborted transactions. Bounded by ``timeout_s`` in all: a broker's retriable errors (a leader
+    moving) are retried until then; a connection that fails raises ``KafkaConnectionError``, and
+    a topic the cluster does not know, or a partition it does not have,
+    ``UnknownTopicOrPartitionError``, at once."""
+    isolation = _isolation(isolation_level)
+    if max_records is not None and max_records < 0:
+        raise ValueError(f"max_records must be at least 0, got {max_records}")
+    deadline = time.monotonic() + timeout_s
+    security = connection_security(bootstrap, config)
+
+    def remaining() -> float:
+        return max(0.1, deadline - time.monotonic())
+
+    while True:
+        try:
+            with _connect(bootstrap, security, remaining()) as conn:
+                leaders = _leaders_of(conn, topic)
+            wanted = sorted(leaders) if partitions is None else list(dict.fromkeys(partitions))
+            missing = [p for p in wanted if p not in leaders]
+            if missing:
+                raise UnknownTopicOrPartitionError(
+                    f"topic {topic!r} has no partition {missing[0]} (it has partitions "
+                    f"0..{len(leaders) - 1})")
+            read: dict[int, PartitionRead] = {}
+            for address in dict.fromkeys(leaders[p] for p in wanted):
+                if address is None:
+                    raise error_for(5, f"{topic}: a partition has no leader yet")
+                with BlockingConnection(*address, timeout_s=remaining(), security=security) as conn:
+                    for p in (p for p in wanted if leaders[p] == address):
+                        read[p] = _read_partition_run(conn, topic, p, offset, max_records,
+                                                      isolation, deadline)
+            return tuple(read[p] for p in wanted)
+        except (UnknownTopicOrPartitionError, KafkaConnectionError):
+            raise
+        except KafkaError as error:
+            if not getattr(error, "retriable", False) or time.monotonic() > deadline:
+                raise
+            time.sleep(_POLL_S)
+
+
+def _isolation(isolation_level: str) -> int:
+    if isolation_level not in _ISOLATION:
+        raise ValueError(f"isolation_level must be {READ_UNCOMMITTED!r} or {READ_COMMITTED!r}, "
+                         f"got {isolation_level!r}")
+    return _ISOLATION[isolation_level]
+
+
+def _leaders_of(conn: BlockingConnection, topic: str) -> dict[int, tuple[str, int] | None]:
+    """``topic``'s partitions -> their leader's address (``None``: no leader now);
+    ``UnknownTopicOrPartitionError`` when the cluster does not know the topic."""
+    response = conn.request(apis.METADATA, {"topics": [{"name": topic}],
+                                            "allow_auto_topic_creation": False})
+    brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+    leaders: dict[int, tuple[str, int] | None] = {}
+    for t in response.topics:
+        if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+        raise_for_code(t.error_code, f"Metadata for topic {topic}")
+        for p in t.partitions:
+            leaders[p.partition_index] = brokers.get(p.leader_id) if p.error_code == 0 else None
+    if not leaders:
+        raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+    return leaders
+
+
+def _read_partition_run(conn: BlockingConnection, topic: str, partition: int, offset: int | None,
+                        max_records: int | None, isolation: int, deadline: float) -> PartitionRead:
+    log_start = _list_offset(conn, topic, partition, _EARLIEST)
+    high = _list_offset(conn, topic, partition, _LATEST)
+    end = _list_offset(conn, topic, partition, _LATEST, isolation=1) if isolation else high
+    if offset is None:
+        first = log_start
+    elif offset < 0:
+        first = max(log_start, end + offset)
+    else:
+        first = min(max(offset, log_start), end)
+    limit = end - first if max_records is None else max_records
+    records: list[FetchedRecord] = []
+    more = False
+    if limit > 0:
+        for batch in _fetch_batches(conn, topic, partition, first, end, deadline, isolation=isolation):
+            kind = batch.timestamp_type
+            for r in batch.records:
+                if not first <= r.offset < end:
+                    continue
+                if len(records) == limit:
+                    more = True
+                    break
+                records.append(FetchedRecord(topic, partition, r.offset, r.timestamp_ms, kind,
+                                             r.key, r.value, r.headers))
+            if more:
+                break
+    else:
+        more = first < end
+    return PartitionRead(partition, log_start, first, end, high, tuple(records), more)
 
 
 def committed_batches(batches: list[RecordBatch],

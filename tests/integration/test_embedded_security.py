@@ -18,6 +18,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from spark_kafka_sink import cli
 from spark_kafka_sink.client.blocking import BlockingConnection
 from spark_kafka_sink.embedded import EmbeddedKafka
 from spark_kafka_sink.embedded.ports import free_ports
@@ -96,7 +97,7 @@ def test_advertised_ports_are_what_clients_see_while_brokers_replicate_internall
 # --- the CLI ---------------------------------------------------------------------------------------
 
 @pytest.mark.broker
-def test_cli_broker_with_security_prints_listeners_and_writes_client_properties(tmp_path):
+def test_cli_broker_with_security_prints_listeners_and_writes_client_properties(tmp_path, capsys):
     command = [sys.executable, "-m", "spark_kafka_sink", "broker", "--security", "--client-auth",
                "required", "--heap", "256m", "--work-dir", str(tmp_path)]
     with subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
@@ -113,6 +114,15 @@ def test_cli_broker_with_security_prints_listeners_and_writes_client_properties(
             brokers = Producer(conf).list_topics(timeout=20).brokers
             assert [b.port for b in brokers.values()] == [int(conf["bootstrap.servers"].rsplit(":", 1)[1])]
             assert conf["sasl.password"] not in "\n".join(lines)
+            # the client commands take that file as it is (in-process), and name a refusal
+            assert cli.main(["topics", "list", "--config-file", str(path)]) == 0
+            assert capsys.readouterr().err == ""
+            assert cli.main(["topics", "list", "--config-file", str(path), "--property",
+                             "sasl.password=wrong", "--timeout", "5"]) == 1
+            refused = capsys.readouterr().err
+            assert refused.startswith(f"spark-kafka-sink topics list: the cluster at "
+                                      f"{conf['bootstrap.servers']} refused the client: ")
+            assert refused.count("\n") == 1 and "wrong" not in refused
             proc.send_signal(signal.SIGINT)
             _, stderr = proc.communicate(timeout=30)
         finally:

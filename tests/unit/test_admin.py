@@ -1,6 +1,7 @@
-"""``admin.committed_batches``: what a read_committed Fetch answer keeps (the commit log's read),
-as Kafka's consumer decides it: a producer's transactional batches are dropped from its aborted
-transaction's first offset up to its abort marker; committed and non-transactional ones stay."""
+"""``admin.committed_batches``: what a read_committed Fetch answer keeps (the commit log's read,
+``tail``), as Kafka's consumer decides it: a producer's transactional batches are dropped from its
+aborted transaction's first offset up to its abort marker; committed and non-transactional ones
+stay. And the reads' arguments, refused before any connection."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import struct
 
 import pytest
 
-from spark_kafka_sink.admin import committed_batches, read_partition
+from spark_kafka_sink.admin import committed_batches, read_partition, read_records
 from spark_kafka_sink.record.layout import CONTROL_FLAG, TRANSACTIONAL_FLAG
 from spark_kafka_sink.record.reader import Record, RecordBatch
 
@@ -53,3 +54,10 @@ def test_an_unknown_isolation_level_is_refused_before_any_connection():
     with pytest.raises(ValueError, match="isolation_level must be 'read_uncommitted' or "
                                          "'read_committed', got 'serializable'"):
         read_partition("127.0.0.1:1", "t", isolation_level="serializable")
+
+
+def test_read_records_refuses_bad_arguments_before_any_connection():
+    with pytest.raises(ValueError, match="isolation_level must be"):
+        read_records("127.0.0.1:1", "t", isolation_level="serializable")
+    with pytest.raises(ValueError, match="max_records must be at least 0, got -1"):
+        read_records("127.0.0.1:1", "t", max_records=-1)

@@ -12,6 +12,9 @@ from ..types import BOOL, INT8, INT16, INT32, STRING, Array
 
 RESOURCE_TOPIC = 2
 """``ResourceType`` of a topic (``ConfigResource.Type.TOPIC``)."""
+CONFIG_SOURCE_TOPIC = 1
+"""A config's ``config_source`` when it is set on the topic itself
+(``DescribeConfigsResponse.ConfigSource.DYNAMIC_TOPIC_CONFIG``)."""
 
 RESOURCE = Schema("DescribeConfigsResource", [
     Field("resource_type", INT8, "0+"),

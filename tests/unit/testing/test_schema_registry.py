@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_sink import cli
+from spark_kafka_sink.cli import serve
 from spark_kafka_sink.embedded import DEFAULT_APICURIO_VERSION, RegistryStartError
 from spark_kafka_sink.embedded.ports import check_free
 from spark_kafka_sink.testing import SchemaRegistry
@@ -182,7 +183,7 @@ def test_the_cli_prints_the_url_and_stops_the_registry_on_sigint(tmp_path, cache
         if ready.wait(10):
             os.kill(os.getpid(), signal.SIGINT)
 
-    monkeypatch.setattr(cli, "_say", say)
+    monkeypatch.setattr(serve, "say", say)
     threading.Thread(target=interrupt, daemon=True).start()
     code = cli.main(["schema-registry", "--cache-dir", str(cache), "--work-dir", str(tmp_path / "work")])
     assert code == 0, said

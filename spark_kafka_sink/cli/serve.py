@@ -1,18 +1,13 @@
-"""The ``spark-kafka-sink`` command.
+"""``spark-kafka-sink broker`` and ``spark-kafka-sink schema-registry``: run a local Apache Kafka
+cluster or schema registry until Ctrl-C / SIGTERM, printing first what a client needs.
 
-    spark-kafka-sink broker [--nodes N] [--port P] [--topic NAME[:PARTITIONS]]...
-                            [--kafka-version V] [--work-dir D] [--cache-dir D]
-                            [--security [--client-auth none|requested|required]]
-    spark-kafka-sink schema-registry [--work-dir D] [--cache-dir D] [--heap H]
-
-``broker`` runs a real Apache Kafka cluster (KRaft) on loopback until Ctrl-C / SIGTERM, printing the
-``bootstrap.servers`` line first so scripts can read it. ``--port`` fixes the first node's port
-(the others follow it); each ``--topic`` is created once the cluster is up, before that line.
-``--security`` adds SSL, SASL_PLAINTEXT and
-SASL_SSL listeners and prints ``bootstrap.servers.<PROTOCOL>=...``, ``ssl.ca.location=...`` and the
-client properties files (owner-only, passwords included) written into the work dir.
-``schema-registry`` runs the testing kit's schema registry (Apicurio Registry, in memory, Java 21+)
-the same way, printing ``schema.registry.url=...`` first.
+``broker`` prints the ``bootstrap.servers`` line first, so scripts can read it. ``--port`` fixes
+the first node's port (the others follow it); each ``--topic`` is created once the cluster is
+up, before that line. ``--security`` adds SSL, SASL_PLAINTEXT and SASL_SSL listeners and prints
+``bootstrap.servers.<PROTOCOL>=...``, ``ssl.ca.location=...`` and the client properties files
+(owner-only, passwords included) written into the work dir: ``--config-file`` of the client
+commands takes them. ``schema-registry`` runs the testing kit's schema registry (Apicurio
+Registry, in memory, Java 21+) the same way, printing ``schema.registry.url=...`` first.
 """
 
 from __future__ import annotations
@@ -22,59 +17,12 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
 
-from .version import __version__
-
-
-class TopicSpec(NamedTuple):
-    """A ``--topic NAME[:PARTITIONS]`` argument."""
-
-    name: str
-    partitions: int
+from .arguments import TopicSpec, port_number, say, topic_spec
 
 
-def topic_spec(text: str) -> TopicSpec:
-    """``NAME`` or ``NAME:PARTITIONS`` (a topic name cannot hold ``:``); ``ArgumentTypeError``
-    naming what is wrong."""
-    from .producer.topics import topic_name_problem
-
-    name, sep, count = text.rpartition(":") if ":" in text else (text, "", "")
-    if sep and not count.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r}: the partition count after ':' must be a "
-                                         f"positive integer, got {count!r}")
-    partitions = int(count) if sep else 1
-    if partitions < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a topic needs at least 1 partition")
-    problem = topic_name_problem(name)
-    if problem is not None:
-        raise argparse.ArgumentTypeError(f"{text!r}: {problem}")
-    return TopicSpec(name, partitions)
-
-
-def port_number(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 1-65535, got {text!r}")
-    return int(text)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 2
-    return args.run(args)
-
-
-def _parser() -> argparse.ArgumentParser:
-    from .embedded import DEFAULT_KAFKA_VERSION
-
-    parser = argparse.ArgumentParser(
-        prog="spark-kafka-sink",
-        description="Tools around spark-kafka-sink, a PySpark sink for Apache Kafka.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+def add_serve_parsers(commands) -> None:
+    from ..embedded import DEFAULT_KAFKA_VERSION
 
     broker = commands.add_parser(
         "broker", help="run a local Apache Kafka broker or cluster (KRaft) until Ctrl-C",
@@ -118,11 +66,10 @@ def _parser() -> argparse.ArgumentParser:
                           help="cache root (default $SPARK_KAFKA_SINK_CACHE or ~/.cache/spark-kafka-sink)")
     registry.add_argument("--heap", default="128m", help="JVM heap (default 128m)")
     registry.set_defaults(run=_run_schema_registry)
-    return parser
 
 
 def _run_broker(args: argparse.Namespace) -> int:
-    from .embedded import BrokerSecurity, EmbeddedKafka
+    from ..embedded import BrokerSecurity, EmbeddedKafka
 
     if args.nodes < 1:
         print("spark-kafka-sink broker: --nodes must be at least 1", file=sys.stderr)
@@ -147,34 +94,34 @@ def _run_broker(args: argparse.Namespace) -> int:
     def died() -> bool:
         dead = [node for node in cluster.nodes if not node.is_alive]
         for node in dead:
-            _say(f"node {node.node_id} exited with code {node.exit_code}; log {node.log_path}:\n"
-                 f"{node.log_tail(30)}", err=True)
+            say(f"node {node.node_id} exited with code {node.exit_code}; log {node.log_path}:\n"
+                f"{node.log_tail(30)}", err=True)
         return bool(dead)
 
-    _say(f"Starting Apache Kafka {args.kafka_version} (KRaft), {args.nodes} node(s) "
-         "(the first run fetches the jars from Maven Central)...", err=True)
+    say(f"Starting Apache Kafka {args.kafka_version} (KRaft), {args.nodes} node(s) "
+        "(the first run fetches the jars from Maven Central)...", err=True)
     return _serve("broker", start, lambda: _report(cluster, created), died,
                   lambda: cluster.close(grace_s=15.0))
 
 
 def _run_schema_registry(args: argparse.Namespace) -> int:
-    from .testing import SchemaRegistry
+    from ..testing import SchemaRegistry
 
     registry = SchemaRegistry(work_dir=args.work_dir, cache_dir=args.cache_dir, heap=args.heap)
 
     def report() -> None:
-        _say(f"schema.registry.url={registry.url}")
-        _say(f"Apicurio Registry {registry.version}, started in {registry.start_seconds:.1f} s, "
-             f"pid {registry.pid}, log {registry.log_path}")
-        _say("Press Ctrl-C to stop.")
+        say(f"schema.registry.url={registry.url}")
+        say(f"Apicurio Registry {registry.version}, started in {registry.start_seconds:.1f} s, "
+            f"pid {registry.pid}, log {registry.log_path}")
+        say("Press Ctrl-C to stop.")
 
     def died() -> bool:
         if registry.is_alive:
             return False
-        _say(f"the registry exited; its log ends:\n{registry.log_tail(30)}", err=True)
+        say(f"the registry exited; its log ends:\n{registry.log_tail(30)}", err=True)
         return True
 
-    _say("Starting Apicurio Registry (the first run fetches it from Maven Central)...", err=True)
+    say("Starting Apicurio Registry (the first run fetches it from Maven Central)...", err=True)
     return _serve("schema-registry", registry.start, report, died, registry.close)
 
 
@@ -182,8 +129,8 @@ def _serve(name: str, start: Callable[[], object], report: Callable[[], None],
            died: Callable[[], bool], close: Callable[[], object]) -> int:
     """Start a service, report it, then run until Ctrl-C / SIGTERM (0) or until ``died`` (1);
     ``close`` runs in every case, with both signals still caught."""
-    from .embedded import BrokerLaunchError
-    from .errors import KafkaError
+    from ..embedded import BrokerLaunchError
+    from ..errors import KafkaError
 
     stop = threading.Event()
     started = threading.Event()
@@ -198,30 +145,30 @@ def _serve(name: str, start: Callable[[], object], report: Callable[[], None],
         try:
             start()
         except (BrokerLaunchError, KafkaError) as exc:
-            _say(f"spark-kafka-sink {name}: {exc}", err=True)
+            say(f"spark-kafka-sink {name}: {exc}", err=True)
             return 1
         except KeyboardInterrupt:
-            _say("Interrupted during start-up.", err=True)
+            say("Interrupted during start-up.", err=True)
             return 130
         started.set()
         report()
         while not stop.wait(0.5):
             if died():
                 return 1
-        _say("Stopping...", err=True)
+        say("Stopping...", err=True)
         return 0
     finally:
         # SIGINT/SIGTERM stay caught until everything is stopped and reaped.
         close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        _say("Stopped.", err=True)
+        say("Stopped.", err=True)
 
 
 def _create_topics(cluster, topics: Sequence[TopicSpec]) -> list[str]:
     """Create ``topics`` (the brokers' default replication factor; one that exists is left as it
     is); a line per topic for the report."""
-    from .admin import create_topic
+    from ..admin import create_topic
 
     lines = []
     for topic in topics:
@@ -232,39 +179,35 @@ def _create_topics(cluster, topics: Sequence[TopicSpec]) -> list[str]:
 
 
 def _report(cluster, topics: Sequence[str] = ()) -> None:
-    _say(f"bootstrap.servers={cluster.bootstrap_servers}")
+    say(f"bootstrap.servers={cluster.bootstrap_servers}")
     for line in topics:
-        _say(line)
-    _say(f"cluster id {cluster.cluster_id}, Kafka {cluster.version}, started in "
-         f"{cluster.start_seconds:.1f} s, work dir {cluster.work_dir}")
+        say(line)
+    say(f"cluster id {cluster.cluster_id}, Kafka {cluster.version}, started in "
+        f"{cluster.start_seconds:.1f} s, work dir {cluster.work_dir}")
     for node in cluster.nodes:
-        _say(f"  node {node.node_id}: pid {node.pid}, port {node.port}, "
-             f"controller port {node.controller_port}, log {node.log_path}")
+        say(f"  node {node.node_id}: pid {node.pid}, port {node.port}, "
+            f"controller port {node.controller_port}, log {node.log_path}")
     if cluster.security is not None:
         _report_security(cluster)
-    _say("Press Ctrl-C to stop.")
+    say("Press Ctrl-C to stop.")
 
 
 def _report_security(cluster) -> None:
     """The secured listeners, the CA, and one client properties file per listener (0600: the
     SASL passwords are in them, never on the terminal)."""
-    from .embedded.config import render
-    from .embedded.security import write_private
+    from ..embedded.config import render
+    from ..embedded.security import write_private
 
     for protocol in cluster.security.protocols:
-        _say(f"bootstrap.servers.{protocol}={cluster.bootstrap_for(protocol)}")
+        say(f"bootstrap.servers.{protocol}={cluster.bootstrap_for(protocol)}")
     if cluster.tls is not None:
-        _say(f"ssl.ca.location={cluster.tls.ca_path}")
+        say(f"ssl.ca.location={cluster.tls.ca_path}")
     for protocol in cluster.security.protocols:
         path = cluster.work_dir / f"client-{protocol.lower()}.properties"
         props = {"bootstrap.servers": cluster.bootstrap_for(protocol), **cluster.client_properties(protocol)}
         write_private(path, render(props).encode())
-        _say(f"client.properties.{protocol}={path}")
+        say(f"client.properties.{protocol}={path}")
     if cluster.security.sasl:
-        _say(f"SASL users {', '.join(cluster.security.users)} (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); "
-             "their passwords are in the client properties files")
+        say(f"SASL users {', '.join(cluster.security.users)} (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); "
+            "their passwords are in the client properties files")
 
-
-def _say(text: str, err: bool = False) -> None:
-    stream = sys.stderr if err else sys.stdout
-    print(text, file=stream, flush=True)
