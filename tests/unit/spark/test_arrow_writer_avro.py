@@ -13,7 +13,7 @@ from pyspark.sql import types as T
 
 from spark_kafka_sink.avro import encode
 from spark_kafka_sink.errors import SerializationError
-from spark_kafka_sink.spark.arrow_writer import ArrowWriter
+from spark_kafka_sink.spark.arrow_writer import ArrowWriter, flat_structs
 from spark_kafka_sink.spark.dead_letters import HEADER_PREFIX
 from spark_kafka_sink.spark.metrics import SinkTaskMetrics
 from spark_kafka_sink.spark.options import SinkConfig
@@ -168,3 +168,44 @@ def test_a_map_in_a_dead_letters_value_is_a_json_object_as_in_rows_mode():
                                         "topic": ["t"]})
     letter = arrow_bad_record(batch, 0, SerializationError(0, "value", "bad"), 0)
     assert json.loads(letter.value) == json.loads(as_bytes({"counts": {"a": 1, "b": 2}}))   # rows mode's
+
+
+def flattened(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` as ``sink_frame(flat=True)`` hands it to the tasks: the value struct's fields as
+    columns ``_sink_value_<i>`` and its null flag, in the struct's place."""
+    value = batch.column("value")
+    columns = [batch.column("key"), *value.flatten(), value.is_null(), batch.column("topic")]
+    names = ["key", *(f"_sink_value_{i}" for i in range(value.type.num_fields)), "_sink_value_null", "topic"]
+    return pa.RecordBatch.from_arrays(columns, names=names)
+
+
+def test_a_flattened_struct_is_rebuilt_as_it_was_nulls_and_field_order_kept():
+    _, written = resolved(FRAMED)
+    (spec,) = flat_structs(written)
+    assert (spec.side, spec.fields, spec.nullable) == ("value", ("id", "name", "at"), (False, True, True))
+    batch = spark_batch([(b"k0", 0, "a", "t"), (b"k1", 1, None, "u"), (b"k2", 2, "c", "t")])
+    with_null = pa.RecordBatch.from_arrays(
+        [batch.column("key"), pa.array([batch.column("value")[0].as_py(), None, batch.column("value")[2].as_py()],
+                                       batch.schema.field("value").type), batch.column("topic")],
+        names=batch.schema.names)
+    rebuilt = spec.rebuild(flattened(with_null))
+    assert rebuilt.schema.names == ["key", "value", "topic"]
+    assert rebuilt.to_pylist() == with_null.to_pylist()
+    assert not rebuilt.schema.field("value").type.field("id").nullable
+
+
+def test_the_writer_with_flat_batches_writes_what_it_writes_from_the_struct():
+    config, written = resolved(FRAMED)
+    rows = [("k0", 0, "a", "t"), ("k1", 1, "b", "u"), ("k2", 2, "c", "t")]
+
+    def written_values(batch, flat):
+        cluster = Cluster()
+        cluster.topics = {"t": 1, "u": 1}
+        pool = FakePool(cluster.producer())
+        try:
+            ArrowWriter(config, written, pool=lambda: pool, task=lambda: TaskInfo(0, 0), flat=flat).run([batch])
+            return {topic: [(r.key, r.value) for r in records(cluster, topic)] for topic in ("t", "u")}
+        finally:
+            cluster.close_producers()
+
+    assert written_values(flattened(spark_batch(rows)), True) == written_values(spark_batch(rows), False)
