@@ -3,8 +3,9 @@
 The pytest example of docs/testing-kit.md is the code ``tests/integration/test_testing_kit.py``
 runs (between two marker comments); the supported APIs of docs/protocol.md are the ones the
 protocol declares; every page's ``no-run`` markers give their reason (``tests/doc_examples.py``,
-whose parsing is checked here; the examples themselves run in ``tests/spark``); every relative link of the pages points at
-a file; the README stays a landing page.
+whose parsing is checked here; the examples themselves run in ``tests/spark``); every page is in
+the site's nav; every relative link of the pages points at a file; the README stays a landing
+page.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from .. import doc_examples
 from ..doc_examples import Block, MarkerError, parse
@@ -99,6 +101,19 @@ def test_the_readme_stays_a_landing_page_with_a_quickstart():
     assert broker and doc_examples.command_port(broker[0]) == 9092
     assert [spec.name for spec in doc_examples.command_topics(broker[0])] == ["events"]
     assert all(block.language == "python" and block.no_run is None for block in quickstart[2:])
+
+
+def test_every_page_is_in_the_sites_nav_and_the_nav_names_only_pages():
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+
+    def entries(nav):
+        for item in nav:
+            for value in item.values():
+                yield from entries(value) if isinstance(value, list) else [value]
+
+    nav = set(entries(config["nav"]))
+    pages = {path.name for path in (ROOT / "docs").glob("*.md")} | {"index.md", "changelog.md"}
+    assert nav == pages
 
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
