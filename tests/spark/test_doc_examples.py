@@ -16,7 +16,7 @@ from spark_kafka_sink import admin
 
 from .. import doc_examples
 
-pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.heavy, pytest.mark.timeout(240)]
 
 PAGES = [path for path in doc_examples.pages()
          if doc_examples.runnable(doc_examples.page_blocks(path))]
