@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
-.PHONY: install test unit integration compat fuzz broker jars demo dist bench bench-producer bench-spark \
+.PHONY: install test unit integration compat fuzz broker jars demo dist docs bench bench-producer bench-spark \
 	bench-avro bench-avro-encode bench-avro-spark soak clean
 
 # The venv's own pip installs (the package builds in an isolated environment with the setuptools
@@ -32,9 +32,11 @@ WORKERS ?= 2
 XDIST = $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile --no-loadscope-reorder)
 
 # The whole suite, the fast layer first: the unit tests (a broken one fails the run within a
-# minute or two), then the broker and Spark tests against a real embedded Apache Kafka.
+# minute or two), the docs site (about a second), then the broker and Spark tests against a real
+# embedded Apache Kafka (the examples of README.md and docs/ among them).
 test: install
 	$(BIN)/python -m pytest tests/unit $(XDIST) --spark-archive $(PYTEST_ARGS)
+	$(MKDOCS)
 	$(BIN)/python -m pytest tests/integration tests/spark $(XDIST) $(PYTEST_ARGS)
 
 unit: install
@@ -43,7 +45,7 @@ unit: install
 integration: install
 	$(BIN)/python -m pytest tests/integration $(XDIST) $(PYTEST_ARGS)
 
-# The compatibility runs (README, "Supported versions"): for each older PySpark line a virtualenv
+# The compatibility runs (docs/install.md, "Supported versions"): for each older PySpark line a virtualenv
 # .venv-compat/pyspark-<line> with the pins of compat/pyspark-<line>.txt installed first, then the
 # package with its extras (which must keep that PySpark), then what can differ between PySpark
 # lines: the tests marked 'versioned' (tests/scheduling.py: the unit tests that touch pyspark or
@@ -93,6 +95,12 @@ broker: install
 demo: install
 	$(BIN)/python -m demo $(ARGS)
 
+# The user guide as a static site in site/ (mkdocs.yml: docs/, with README.md as its home page),
+# warnings (a broken link or anchor, a page left out of the nav) as errors.
+MKDOCS = NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
+docs: install
+	$(MKDOCS)
+
 # A wheel of the package in dist/ (README, "Install": until the package is published, install it
 # from this wheel, on a cluster too). tests/integration/test_dist.py builds it the same way.
 dist: install
@@ -125,11 +133,11 @@ bench-avro-encode: install
 bench-avro-spark: install
 	$(BIN)/python -m bench.avro_spark $(ARGS)
 
-# The soak (README, soak section): a bounded-rate stream through KafkaSink for 10 minutes on an embedded
+# The soak (docs/soak.md): a bounded-rate stream through KafkaSink for 10 minutes on an embedded
 # Apache Kafka, then a pass/fail verdict on RSS, threads, fds, pool eviction and delivery (exit 1 on
 # failure). Options via ARGS, e.g. make soak ARGS="--duration 120 --rate 200".
 soak: install
 	$(BIN)/python -m bench.soak $(ARGS)
 
 clean:
-	rm -rf $(VENV) $(COMPAT) build dist *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(COMPAT) build dist site *.egg-info .pytest_cache .hypothesis

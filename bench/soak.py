@@ -16,7 +16,7 @@ the held micro-batch is written, and its ``producer-create-total`` must show new
 
 At the end the gate stops writing between two micro-batches, the query stops, and confluent-kafka
 reads the topic back: every id ``0 .. N-1`` the sink wrote, once each. The criteria
-(``bench/soak_check.py``) and their slack are in the README's soak section.
+(``bench/soak_check.py``) and their slack are in docs/soak.md.
 
     python -m bench.soak --duration 600 --rate 500
 """
@@ -57,7 +57,7 @@ SPARK_BOUNDED_POOLS = ("block-manager-a", "block-manager-s")  # -ask-thread-pool
 SPARK_POOL_CAP = 100 * len(SPARK_BOUNDED_POOLS)
 DF_PARTITIONS = 2  # one per local[2] core
 
-# Allowed growth of the flat counts over their baseline, per process (the README's soak section).
+# Allowed growth of the flat counts over their baseline, per process (docs/soak.md).
 SLACK = {
     # this process: py4j opens a callback connection (a socket and a thread) per concurrent call
     "driver-python": {"threads": 4, "fds": 6, "sockets": 4},

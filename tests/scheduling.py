@@ -1,4 +1,5 @@
-"""The suite's order and its split over pytest-xdist workers (README, "Where the time goes").
+"""The suite's order and its split over pytest-xdist workers (docs/development.md, "Where the
+time goes").
 
 Order: the fast layer first, so a broken unit fails the run in about a minute: ``tests/unit``,
 then the broker tests (``tests/integration``), then the Spark tests (``tests/spark``). Within a

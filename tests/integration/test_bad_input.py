@@ -1,5 +1,5 @@
 """The bad-input matrix for the producer API (``send`` and ``send_arrow``) against the embedded
-Apache Kafka, read back with confluent-kafka (issue 6; the README's "Bad input" table).
+Apache Kafka, read back with confluent-kafka (issue 6; docs/reliability.md, "Bad input").
 
 Each case either raises at once, with an error naming the argument, column, option or row at
 fault, and nothing is queued (the partitions' end offsets do not move), or has a documented

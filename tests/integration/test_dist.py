@@ -1,6 +1,6 @@
-"""``make dist``'s wheel (README, "Install"): built as the Makefile builds it, it holds every
-module and data file of the package, declares the extras and the ``spark-kafka-sink`` command,
-and imports on its own (from the wheel, not from the repository)."""
+"""``make dist``'s wheel (README, "Install"; docs/install.md): built as the Makefile builds it,
+it holds every module and data file of the package, declares the extras and the
+``spark-kafka-sink`` command, and imports on its own (from the wheel, not from the repository)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""spark_kafka_sink.testing for users: the README's pytest example, run exactly as printed there,
-plus the kit's controls on one proxied node (leader, ISR, refuse, cut, kill and restart) and a
-secured cluster whose client properties work with confluent-kafka on every listener."""
+"""spark_kafka_sink.testing for users: the pytest example of docs/testing-kit.md, run exactly as
+printed there, plus the kit's controls on one proxied node (leader, ISR, refuse, cut, kill and
+restart) and a secured cluster whose client properties work with confluent-kafka on every
+listener."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ..verify import end_offsets
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
 
-# --- README example: begin -----------------------------------------------------------------------
+# --- docs/testing-kit.md example: begin -----------------------------------------------------------
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     # One broker whose client listener sits behind a FaultProxy (nodes=3 for replication).
@@ -41,7 +42,7 @@ def test_records_survive_a_stalled_broker(cluster):
     for r in results:
         last[r.partition] = max(last.get(r.partition, -1), r.offset)
     assert sum(offset + 1 for offset in last.values()) == 1001
-# --- README example: end -------------------------------------------------------------------------
+# --- docs/testing-kit.md example: end -------------------------------------------------------------
 
 
 def test_controls_on_one_proxied_node(cluster):

@@ -2,7 +2,7 @@
 Kafka and a real registry (the testing kit's Apicurio), read back with confluent-kafka's own
 consumer, ``SchemaRegistryClient`` and ``AvroDeserializer``.
 
-Every type of the README's mapping, nulls included, in both modes, key and value; the three
+Every type of docs/avro.md's mapping, nulls included, in both modes, key and value; the three
 subject name strategies (a ``topic`` column, so the driver learns the topics); a schema that
 evolves under BACKWARD and a change the registry refuses; bad rows failing the task or going to
 the dead-letter topic; plain bodies (``value.avro.framing=none``); exactly-once.

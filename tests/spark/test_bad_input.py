@@ -1,6 +1,6 @@
 """The bad-input matrix for the Spark sink, in both modes (``arrow``: mapInArrow + send_arrow,
 the default; ``rows``: foreachPartition + send), batch ``write`` on local[2] against the embedded
-Apache Kafka, read back with confluent-kafka (issue 6; the README's "Bad input" table).
+Apache Kafka, read back with confluent-kafka (issue 6; docs/reliability.md, "Bad input").
 
 A bad schema fails on the driver before any task runs; a bad row fails its task with an error
 naming the row's position in its partition; either way the write raises and what reached Kafka

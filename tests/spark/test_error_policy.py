@@ -2,7 +2,7 @@
 real Spark and the embedded Apache Kafka, read back with confluent-kafka.
 
 The main write: 20,000 rows, 1% of them bad, ten kinds in equal numbers, every per-record kind
-the README lists. The target topic is compacted (a null key is INVALID_RECORD), refuses
+docs/bad-records.md lists. The target topic is compacted (a null key is INVALID_RECORD), refuses
 timestamps more than an hour old (INVALID_TIMESTAMP) and records over 20,000 bytes
 (MESSAGE_TOO_LARGE from the broker, below the producer's ``max.request.size`` of 100,000: the
 preflight, which would refuse that setting, is off).
