@@ -23,7 +23,9 @@ its stats row (arrow mode) or to a Spark accumulator (rows mode). After each mic
 ``write``) the driver logs one line and keeps the figures, by Java-style name, in
 ``sink.last_metrics`` and ``sink.metrics_history`` (the last :data:`HISTORY_SIZE`
 ``(batch_id, metrics)`` entries; ``batch_id`` is ``None`` for ``write``). A write that fails
-publishes nothing. On Spark Connect (no accumulators) rows mode writes but collects no metrics.
+publishes nothing. On Spark Connect rows mode collects no metrics. A write that fails because
+Spark's workers cannot import the package raises a ``ConfigError`` naming the fix
+(:mod:`.worker_import`).
 
 Exactly-once (``delivery.guarantee=exactly-once``, :mod:`~spark_kafka_sink.spark.exactly_once`):
 before the job the driver recovers when it must and skips a batch id its commit log shows
@@ -33,11 +35,9 @@ all or, when the job failed, aborts them all once its cancelled tasks have stopp
 (:class:`JobWatch`). The commit log records the streaming query's id
 (:func:`streaming_query_id`; classic Spark only), so a checkpoint reset is refused, not taken for
 a replay. ``spark.speculation=true`` is refused: a speculative twin would fence the attempt Spark
-keeps. Arrow mode runs on Spark Connect too; rows mode needs classic Spark (it runs on
-``df.rdd``). The README's "Metrics" lists the transaction figures this mode adds.
+keeps. Rows mode needs classic Spark (``df.rdd``). README "Metrics": the transaction figures.
 
-A sink pickles as its options alone (no cache, no metrics, no Spark objects), so it can be shipped
-to executors or stored by Spark as a ``foreachBatch`` function.
+A sink pickles as its options alone (no cache, metrics or Spark objects): Spark ships or stores it.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from .options import ARROW, DELIVERY_GUARANTEE, EXACTLY_ONCE, SinkConfig
 from .partition_writer import PartitionWriter
 from .preflight import preflight
 from .schema import WriteSchema, validate_schema
+from .worker_import import worker_import_error, workers_python
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,15 @@ class KafkaSink:
         self._write(df, None)
 
     def _write(self, df: Any, batch_id: int | None) -> None:
+        try:
+            self._write_batch(df, batch_id)
+        except Exception as error:
+            explained = worker_import_error(error, workers_python=workers_python(df))
+            if explained is None:
+                raise
+            raise explained from error
+
+    def _write_batch(self, df: Any, batch_id: int | None) -> None:
         started = time.monotonic()
         write_schema = self._write_schema(df.schema)  # on the driver, before any task
         if self._task_config is None:
