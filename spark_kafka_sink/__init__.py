@@ -23,6 +23,7 @@ __all__ = (
     "ResumableTransaction",
     "commit_resumable",
     "abort_resumable",
+    "notebook_logging",
     "__version__",
 )
 
@@ -38,6 +39,7 @@ _EXPORTS = {
     "ProducerConfig": "spark_kafka_sink.config",
     "RecordMetadata": "spark_kafka_sink.structs",
     "TopicPartition": "spark_kafka_sink.structs",
+    "notebook_logging": "spark_kafka_sink.notebook",
 }
 
 
@@ -52,6 +54,7 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:
     from .config import ProducerConfig
+    from .notebook import notebook_logging
     from .producer.producer import KafkaProducer
     from .producer.transactions.resumable import ResumableTransaction, abort_resumable, commit_resumable
     from .producer.tally import DeliveryTally

@@ -72,6 +72,7 @@ from .options import ARROW, SinkConfig
 from .partition_writer import PartitionWriter
 from .preflight import preflight
 from .schema import WriteSchema, validate_schema
+from .worker_import import local_workers_problem
 
 DataSourceStreamArrowWriter = getattr(_spark_datasource, "DataSourceStreamArrowWriter", None)
 
@@ -87,8 +88,13 @@ own Kafka connector when that is on the classpath."""
 
 def register(spark: Any) -> str:
     """Register :class:`KafkaDataSource` with ``spark`` (a SparkSession, classic or Connect) and
-    return its format name, :data:`NAME`. Registration lasts for the session."""
+    return its format name, :data:`NAME`. Registration lasts for the session. With a local
+    master, a warning saying how to fix it when Spark's Python workers cannot import the package
+    (:func:`~.worker_import.local_workers_problem`): every write would fail in them."""
     spark.dataSource.register(KafkaDataSource)
+    problem = local_workers_problem(spark)
+    if problem is not None:
+        log.warning("%s: writes will fail: %s", NAME, problem)
     return NAME
 
 

@@ -46,6 +46,8 @@ from typing import Any, Mapping
 
 from pyspark.accumulators import AccumulatorParam
 
+from .metrics_table import format_value
+
 __all__ = ["SinkTaskMetrics", "SinkMetricsParam", "task_metrics", "format_line"]
 
 
@@ -199,12 +201,5 @@ def task_metrics(before: Any, after: Any, *, records_sent: int, records_failed: 
 def format_line(batch_id: int | None, metrics: Mapping[str, float], seconds: float) -> str:
     """The driver's one log line for a micro-batch (``batch_id``) or a write (``None``)."""
     what = "write" if batch_id is None else f"micro-batch {batch_id}"
-    parts = []
-    for name, value in metrics.items():
-        if isinstance(value, float) and math.isnan(value):
-            parts.append(f"{name}=NaN")
-        elif isinstance(value, float) and not value.is_integer():
-            parts.append(f"{name}={value:.3f}")
-        else:
-            parts.append(f"{name}={int(value)}")
-    return f"KafkaSink: {what} written in {seconds:.3f} s: " + " ".join(parts)
+    parts = " ".join(f"{name}={format_value(value)}" for name, value in metrics.items())
+    return f"KafkaSink: {what} written in {seconds:.3f} s: {parts}"

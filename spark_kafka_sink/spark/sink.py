@@ -21,9 +21,11 @@ the first task (with a ``topic`` column, from the micro-batch's distinct topics)
 Metrics (:mod:`~spark_kafka_sink.spark.metrics`): every successful task reports its figures, in
 its stats row (arrow mode) or to a Spark accumulator (rows mode). After each micro-batch (or
 ``write``) the driver logs one line and keeps the figures, by Java-style name, in
-``sink.last_metrics`` and ``sink.metrics_history`` (the last :data:`HISTORY_SIZE`
-``(batch_id, metrics)`` entries; ``batch_id`` is ``None`` for ``write``). A write that fails
-publishes nothing. On Spark Connect (no accumulators) rows mode writes but collects no metrics.
+``sink.last_metrics`` and ``sink.metrics_history`` (the last :data:`HISTORY_SIZE` ``(batch_id,
+metrics)`` entries, ``batch_id`` ``None`` for ``write``; notebooks: :mod:`.metrics_table`). A
+write that fails publishes nothing. On Spark Connect rows mode collects no metrics. A write that
+fails because Spark's workers cannot import the package raises a ``ConfigError`` naming the fix
+(:mod:`.worker_import`).
 
 Exactly-once (``delivery.guarantee=exactly-once``, :mod:`~spark_kafka_sink.spark.exactly_once`):
 before the job the driver recovers when it must and skips a batch id its commit log shows
@@ -33,11 +35,9 @@ all or, when the job failed, aborts them all once its cancelled tasks have stopp
 (:class:`JobWatch`). The commit log records the streaming query's id
 (:func:`streaming_query_id`; classic Spark only), so a checkpoint reset is refused, not taken for
 a replay. ``spark.speculation=true`` is refused: a speculative twin would fence the attempt Spark
-keeps. Arrow mode runs on Spark Connect too; rows mode needs classic Spark (it runs on
-``df.rdd``). The README's "Metrics" lists the transaction figures this mode adds.
+keeps. Rows mode needs classic Spark (``df.rdd``). README "Metrics": the transaction figures.
 
-A sink pickles as its options alone (no cache, no metrics, no Spark objects), so it can be shipped
-to executors or stored by Spark as a ``foreachBatch`` function.
+A sink pickles as its options alone (no cache, metrics or Spark objects): Spark ships or stores it.
 """
 
 from __future__ import annotations
@@ -53,10 +53,12 @@ from .compat import require_foreach_partition
 from .exactly_once import BatchCommit, ExactlyOnceDriver, write_batch_id
 from .formats import FormatResolver, distinct_topics, needs_topics
 from .metrics import SinkMetricsParam, SinkTaskMetrics, format_line
+from .metrics_table import MetricsHistory, SinkMetrics
 from .options import ARROW, DELIVERY_GUARANTEE, EXACTLY_ONCE, SinkConfig
 from .partition_writer import PartitionWriter
 from .preflight import preflight
 from .schema import WriteSchema, validate_schema
+from .worker_import import worker_import_error, workers_python
 
 log = logging.getLogger(__name__)
 
@@ -80,16 +82,17 @@ class KafkaSink:
     def _init_driver_state(self) -> None:
         self._schemas: dict[str, WriteSchema] = {}
         self._accumulator: tuple[Any, Any] | None = None  # (SparkContext, accumulator)
-        self.last_metrics: dict[str, float] | None = None
-        self._history: deque[tuple[int | None, dict[str, float]]] = deque(maxlen=HISTORY_SIZE)
+        self.last_metrics: SinkMetrics | None = None
+        self._history: deque[tuple[int | None, SinkMetrics]] = deque(maxlen=HISTORY_SIZE)
         self._exactly_once: ExactlyOnceDriver | None = None
         self._task_config: SinkConfig | None = None  # after the preflight: what tasks get
         self._formats = FormatResolver(self._config)  # the registry's ids, learnt once
 
     @property
-    def metrics_history(self) -> list[tuple[int | None, dict[str, float]]]:
-        """The last ``HISTORY_SIZE`` published ``(batch_id, metrics)`` entries, oldest first."""
-        return list(self._history)
+    def metrics_history(self) -> MetricsHistory:
+        """The last ``HISTORY_SIZE`` published ``(batch_id, metrics)`` entries, oldest first: a
+        list, shown as a table in a notebook (:class:`~.metrics_table.MetricsHistory`)."""
+        return MetricsHistory(self._history)
 
     @property
     def config(self) -> SinkConfig:
@@ -106,6 +109,15 @@ class KafkaSink:
         self._write(df, None)
 
     def _write(self, df: Any, batch_id: int | None) -> None:
+        try:
+            self._write_batch(df, batch_id)
+        except Exception as error:
+            explained = worker_import_error(error, workers_python=workers_python(df))
+            if explained is None:
+                raise
+            raise explained from error
+
+    def _write_batch(self, df: Any, batch_id: int | None) -> None:
         started = time.monotonic()
         write_schema = self._write_schema(df.schema)  # on the driver, before any task
         if self._task_config is None:
@@ -194,8 +206,9 @@ class KafkaSink:
 
     def _publish_figures(self, batch_id: int | None, figures: dict[str, float],
                          seconds: float) -> None:
-        self.last_metrics = figures
-        self._history.append((batch_id, figures))
+        metrics = SinkMetrics(figures, batch_id=batch_id, seconds=seconds)
+        self.last_metrics = metrics
+        self._history.append((batch_id, metrics))
         log.info("%s", format_line(batch_id, figures, seconds))
 
     def _fresh_accumulator(self, df: Any) -> Any:
