@@ -152,7 +152,7 @@ class FailingFrame:
 
 @pytest.mark.parametrize("mode", ["arrow", "rows"])
 def test_a_sink_write_raises_the_fix_chained_to_sparks_error(monkeypatch, mode):
-    monkeypatch.setattr(sink_module, "sink_frame", lambda df, write_schema: df)  # no JVM here
+    monkeypatch.setattr(sink_module, "sink_frame", lambda df, write_schema, **_: df)  # no JVM here
     sink = KafkaSink(**{"kafka.bootstrap.servers": "localhost:9092", "topic": "t", "mode": mode,
                         "preflight": "false"})
     spark_error = SparkError(ARROW_MODE)
