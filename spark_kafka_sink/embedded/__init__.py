@@ -6,7 +6,7 @@ SSL and SASL listeners; ``advertised_ports`` puts fault proxies in front of the 
 ``resolve_kafka_jars`` fetches the jars from Maven Central once (Maven, or the Ivy jar pyspark
 ships) into a cache directory; ``resolve_apicurio`` fetches Apicurio Registry (the testing kit's
 schema registry) into the same cache.
-See the README, "The embedded Apache Kafka broker".
+See docs/embedded-broker.md.
 
 Names are imported lazily (PEP 562), so ``python -m spark_kafka_sink.embedded.jars`` (``make
 jars``) runs its module without a half-imported copy of it.

@@ -19,7 +19,7 @@ producer, a timeout, a broker or network failure) is fatal: the task fails, what
 With ``errors.tolerance=all`` a task hands every bad record to :class:`DeadLetters`: with a
 dead-letter topic it is written there, through the task's producer (so, exactly-once, in the
 task's transaction), as its original key, value and headers plus context headers: Kafka
-Connect's layout under the prefix :data:`HEADER_PREFIX`, listed in the README ("Bad records").
+Connect's layout under the prefix :data:`HEADER_PREFIX`, listed in docs/bad-records.md.
 Each context header value is at most :data:`CONTEXT_VALUE_MAX` bytes (a longer one is cut, with
 :data:`TRUNCATED` at its end), and a dead letter always fits: it is sized against the most the
 task's producer sends and the dead-letter topic's own ``max.message.bytes`` (which the driver's

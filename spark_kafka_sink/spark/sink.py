@@ -35,7 +35,7 @@ all or, when the job failed, aborts them all once its cancelled tasks have stopp
 (:class:`JobWatch`). The commit log records the streaming query's id
 (:func:`streaming_query_id`; classic Spark only), so a checkpoint reset is refused, not taken for
 a replay. ``spark.speculation=true`` is refused: a speculative twin would fence the attempt Spark
-keeps. Rows mode needs classic Spark (``df.rdd``). README "Metrics": the transaction figures.
+keeps. Rows mode needs classic Spark (``df.rdd``). docs/spark-sink.md, "Metrics": the transaction figures.
 
 A sink pickles as its options alone (no cache, metrics or Spark objects): Spark ships or stores it.
 """

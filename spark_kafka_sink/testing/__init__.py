@@ -9,8 +9,8 @@ With ``proxied=True`` each node sits behind a :class:`FaultProxy` whose ``stall`
 OAuth token endpoint on loopback for OAUTHBEARER/OIDC clients. :class:`SchemaRegistry` runs a
 real Confluent-compatible schema registry (Apicurio Registry; Java 21+ needed);
 :class:`RegistryFront` puts basic auth, bearer tokens and HTTPS (a private CA, client
-certificates) in front of one, checking what clients send. See the README's
-testing section for a pytest example.
+certificates) in front of one, checking what clients send. See docs/testing-kit.md
+for a pytest example.
 """
 
 from __future__ import annotations
