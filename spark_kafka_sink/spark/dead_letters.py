@@ -43,6 +43,7 @@ import datetime
 import decimal
 import json
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -82,12 +83,15 @@ def as_bytes(value: Any) -> bytes | None:
         return value.encode("utf-8")
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
-    return json.dumps(_plain(value), default=_json_default, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return json.dumps(_plain(value), default=_json_default, ensure_ascii=False, separators=(",", ":"),
+                      allow_nan=False).encode("utf-8")
 
 
 def _plain(value: Any) -> Any:
     """``value`` with every pyspark ``Row`` in it a dict by field name (json would make a Row, a
-    tuple, a list)."""
+    tuple, a list), and a float that is not finite a string (``"nan"``, ``"inf"``: JSON has none)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
     if hasattr(value, "asDict"):
         return {name: _plain(item) for name, item in value.asDict().items()}
     if isinstance(value, dict):

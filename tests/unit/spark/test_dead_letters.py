@@ -432,3 +432,8 @@ def test_rows_mode_sends_an_avro_row_it_cannot_encode_to_the_dead_letters_as_jso
     assert first[HEADER_PREFIX + "exception.class.name"] == b"spark_kafka_sink.errors.SerializationError"
     assert first[HEADER_PREFIX + "exception.message"].startswith(b"row 1: value.name: ")
     assert stats.metrics.as_dict()["error.SerializationError.record-error-total"] == 1
+
+
+def test_as_bytes_writes_floats_json_has_no_number_for_as_strings():
+    value = {"ratio": float("nan"), "high": float("inf"), "low": [float("-inf"), 1.5]}
+    assert json.loads(as_bytes(value)) == {"ratio": "nan", "high": "inf", "low": ["-inf", 1.5]}
