@@ -98,10 +98,14 @@ def seconds(text: str) -> float:
 
 
 def key_value(text: str) -> tuple[str, str]:
-    """``KEY=VALUE`` (the value may hold ``=``; the key may not be empty)."""
+    """``KEY=VALUE`` (the value may hold ``=``; the key may not be empty). The error never
+    repeats what was given past a ``:`` or blank: it may be a password typed with the wrong
+    separator."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+        shown = text.split(":", 1)[0].split(None, 1)[0] if text.strip() else ""
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {shown!r}"
+                                         + (" and more (not shown)" if shown != text else ""))
     return key.strip(), value
 
 

@@ -49,10 +49,13 @@ def shown(data: bytes | None) -> str:
 
 def timestamp_text(timestamp_ms: int) -> str:
     """``2025-05-01 12:00:00.123 UTC``; a negative timestamp (none: a record written without
-    one) as ``no timestamp``."""
+    one) as ``no timestamp``; one past what a date can say (after year 9999) in milliseconds."""
     if timestamp_ms < 0:
         return "no timestamp"
-    moment = datetime.fromtimestamp(timestamp_ms / 1000, tz=timezone.utc)
+    try:
+        moment = datetime.fromtimestamp(timestamp_ms / 1000, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return f"{timestamp_ms} ms since the epoch"
     return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{timestamp_ms % 1000:03d} UTC"
 
 

@@ -140,7 +140,9 @@ class FlatStruct:
 
 
 def flat_structs(write_schema: WriteSchema) -> tuple[FlatStruct, ...]:
-    """The Avro sides of ``write_schema`` whose column is a struct (of at least one field)."""
+    """The Avro sides of ``write_schema`` whose column is a struct (of at least one field) whose
+    field names differ without case: Spark picks a field by name without case by default, so one
+    that only case tells from another goes whole."""
     import pyarrow as pa
 
     out = []
@@ -148,6 +150,8 @@ def flat_structs(write_schema: WriteSchema) -> tuple[FlatStruct, ...]:
         kind = encoder.arrow_type
         if pa.types.is_struct(kind) and kind.num_fields:
             fields = [kind.field(i) for i in range(kind.num_fields)]
+            if len({field.name.lower() for field in fields}) != len(fields):
+                continue
             out.append(FlatStruct(encoder.side, tuple(f.name for f in fields), tuple(f.nullable for f in fields),
                                   tuple(f"_sink_{encoder.side}_{i}" for i in range(len(fields))),
                                   f"_sink_{encoder.side}_null"))

@@ -169,7 +169,7 @@ def _prepare(options: Mapping[str, Any], schema: Any) -> tuple[SinkConfig, Write
     PartitionWriter(config, write_schema)  # its own driver-side checks
     if not _at_planning():  # a stream's commit worker: a fresh stream writer per micro-batch
         return config, write_schema
-    return preflight(config).applied(config), _with_schema_ids(config, write_schema)
+    return preflight(config).applied(config).for_tasks(), _with_schema_ids(config, write_schema)
 
 
 def _with_schema_ids(config: SinkConfig, write_schema: WriteSchema) -> WriteSchema:

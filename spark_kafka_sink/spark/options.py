@@ -42,6 +42,7 @@ Errors are :class:`~spark_kafka_sink.errors.ConfigError` naming the option; no e
 
 from __future__ import annotations
 
+import copy
 import difflib
 import re
 from dataclasses import dataclass
@@ -348,6 +349,17 @@ class SinkConfig:
             if options.framed and options.schema_id is not None and self.registry.use_latest_version:
                 raise ConfigError(f"set option '{options.side}.schema.id' or 'use.latest.version=true', "
                                   f"not both")
+
+    def for_tasks(self) -> SinkConfig:
+        """This config as the tasks get it: without the registry's settings (its credentials, a
+        token function that may live only on the driver). The driver learns the schema ids
+        (``spark/formats.py``) and the tasks never call the registry; so the copy skips the rule
+        that a framed side needs ``schema.registry.url``."""
+        if self.registry is None:
+            return self
+        tasks = copy.copy(self)
+        object.__setattr__(tasks, "registry", None)
+        return tasks
 
     @property
     def formats(self) -> tuple[FormatOptions, FormatOptions]:

@@ -121,7 +121,7 @@ class KafkaSink:
         started = time.monotonic()
         write_schema = self._write_schema(df.schema)  # on the driver, before any task
         if self._task_config is None:
-            self._task_config = preflight(self._config).applied(self._config)
+            self._task_config = preflight(self._config).applied(self._config).for_tasks()
         write_schema = self._with_schema_ids(write_schema, df)
         if self._config.exactly_once:
             figures = self._write_exactly_once(df, write_schema, batch_id)
@@ -234,7 +234,7 @@ class KafkaSink:
         ``StructType``, usually ``df.schema``); the schema is validated here, on the driver, and
         its Avro schemas registered (the topics must be known: the ``topic`` option, or a subject
         that does not name the topic)."""
-        return PartitionWriter(self._task_config or self._config,
+        return PartitionWriter(self._task_config or self._config.for_tasks(),
                                self._with_schema_ids(self._write_schema(schema), None))
 
     def _with_schema_ids(self, write_schema: WriteSchema, df: Any) -> WriteSchema:

@@ -56,6 +56,8 @@ def test_a_record_in_text_is_a_heading_line_then_key_value_and_each_header():
     assert text_lines(record(kind=APPEND, timestamp=5))[0] == \
         "partition 0, offset 0, LogAppendTime 1970-01-01 00:00:00.005 UTC"
     assert timestamp_text(-1) == "no timestamp"
+    assert timestamp_text(253_402_300_800_000) == "253402300800000 ms since the epoch"   # year 10000
+    assert timestamp_text(2**63 - 1) == f"{2**63 - 1} ms since the epoch"
 
 
 def test_a_record_in_json_is_one_line_with_bytes_marked_when_not_utf8():
@@ -168,3 +170,16 @@ def test_check_prints_a_line_per_topic_it_checked():
         "the cluster), max.message.bytes=1048588 >= kafka.max.request.size=1048576",
         "  topic 'dlq' (option 'errors.deadletterqueue.topic.name'): 1 partition(s), replication "
         "factor 1 (1 broker(s) in the cluster), max.message.bytes=2000 (dead letters are sized to it)"]
+
+
+def test_a_malformed_key_value_is_refused_without_echoing_what_may_be_a_secret():
+    import argparse
+
+    from spark_kafka_sink.cli.arguments import key_value
+
+    with pytest.raises(argparse.ArgumentTypeError) as refused:
+        key_value("sasl.password:hunter2")
+    assert "hunter2" not in str(refused.value) and "sasl.password" in str(refused.value)
+    with pytest.raises(argparse.ArgumentTypeError, match="'linger.ms'$"):
+        key_value("linger.ms")
+    assert key_value("a=b=c") == ("a", "b=c")

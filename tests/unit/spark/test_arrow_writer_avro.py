@@ -209,3 +209,10 @@ def test_the_writer_with_flat_batches_writes_what_it_writes_from_the_struct():
             cluster.close_producers()
 
     assert written_values(flattened(spark_batch(rows)), True) == written_values(spark_batch(rows), False)
+
+
+def test_a_struct_whose_field_names_differ_only_in_case_is_not_flattened():
+    frame = T.StructType([T.StructField("value", T.StructType([T.StructField("id", T.IntegerType()),
+                                                               T.StructField("ID", T.StringType())]))])
+    config = SinkConfig.from_options({**BOOT, "topic": "t", "value.format": "avro", "value.avro.framing": "none"})
+    assert flat_structs(validate_schema(frame, config)) == ()

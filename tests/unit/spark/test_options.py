@@ -569,3 +569,20 @@ def test_format_options_are_validated_when_built_directly():
         SinkConfig(producer, key_format=FormatOptions("value"))
     with pytest.raises(ConfigError, match="needs option 'schema.registry.url'"):
         SinkConfig(producer, value_format=FormatOptions("value", "avro"))
+
+
+def test_the_tasks_copy_carries_no_registry_settings_and_the_rest_unchanged():
+    import pickle
+
+    config = SinkConfig.from_options({"kafka.bootstrap.servers": "b:9092", "topic": "t", "value.format": "avro",
+                                      "schema.registry.url": "https://r:8081",
+                                      "schema.registry.basic.auth.user.info": "user:s3cret"})
+    tasks = config.for_tasks()
+    assert tasks.registry is None and config.registry is not None
+    assert (tasks.producer_config, tasks.topic, tasks.value_format) == \
+        (config.producer_config, config.topic, config.value_format)
+    shipped = pickle.dumps(tasks)
+    assert b"s3cret" not in shipped and b"r:8081" not in shipped
+    assert pickle.loads(shipped).value_format.framed
+    plain = SinkConfig.from_options({"kafka.bootstrap.servers": "b:9092", "topic": "t"})
+    assert plain.for_tasks() is plain
