@@ -66,7 +66,7 @@ from ..errors import ConfigError
 from ..producer.transactions.resumable import ResumableTransaction
 from .arrow_writer import ArrowWriter
 from .exactly_once import BatchCommit, ExactlyOnceDriver, write_batch_id
-from .formats import FormatResolver, needs_topics
+from .formats import FormatResolver
 from .metrics import SinkTaskMetrics, format_line
 from .options import ARROW, SinkConfig
 from .partition_writer import PartitionWriter
@@ -176,17 +176,15 @@ def _with_schema_ids(config: SinkConfig, write_schema: WriteSchema) -> WriteSche
     """The registry's ids for the Avro sides (:mod:`.formats`), learnt while Spark plans the
     write: the tasks never call the registry. A data source sees no rows here, so a subject per
     topic needs the ``topic`` option."""
-    if not any(encoder.framed for encoder in write_schema.encoders):
-        return write_schema
-    if needs_topics(config, write_schema.encoders):
+    def cannot_learn_topics() -> list[str]:
         raise ConfigError(
             f"{NAME!r} learns the schema ids before any row is read, but with a 'topic' column and "
             f"a subject per topic (TopicNameStrategy, TopicRecordNameStrategy) it cannot know the "
             f"topics: set the 'topic' option, a schema id ('value.schema.id'), or "
             f"value.subject.name.strategy=RecordNameStrategy; or write with KafkaSink "
             f"(foreachBatch), which reads each micro-batch's topics first")
-    topics = [] if config.topic is None else [config.topic]
-    return FormatResolver(config).resolve_schema(write_schema, topics)
+
+    return FormatResolver(config).with_schema_ids(write_schema, cannot_learn_topics)
 
 
 _PLANNING_WORKER = "pyspark.sql.worker.write_into_data_source"

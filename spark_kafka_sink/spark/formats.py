@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 
@@ -145,6 +145,18 @@ class FormatResolver:
                 raise ConfigError("no schema registry is configured (schema.registry.url)")
             self._client = RegistryClient(self._config.registry)
         return self._client
+
+    def with_schema_ids(self, write_schema: Any, learn_topics: Callable[[], Iterable[str]]) -> Any:
+        """``write_schema`` as the tasks need it: unchanged without a framed side; else resolved
+        for the ``topic`` option's topic, or, where a subject names the topic of a ``topic``
+        column (:func:`needs_topics`), for the topics ``learn_topics()`` gives (it raises where
+        the caller cannot learn them)."""
+        if not any(encoder.framed for encoder in write_schema.encoders):
+            return write_schema
+        topics: Iterable[str] = [] if self._config.topic is None else [self._config.topic]
+        if needs_topics(self._config, write_schema.encoders):
+            topics = learn_topics()
+        return self.resolve_schema(write_schema, topics)
 
     def resolve_schema(self, write_schema: Any, topics: Iterable[str]) -> Any:
         """A :class:`~.schema.WriteSchema` with its Avro sides resolved (see :meth:`resolve`)."""

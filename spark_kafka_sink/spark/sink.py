@@ -51,7 +51,7 @@ from ..errors import ConfigError
 from .arrow_writer import STATS_SCHEMA, ArrowWriter, merge_stats, sink_frame, stats_transactions
 from .compat import require_foreach_partition
 from .exactly_once import BatchCommit, ExactlyOnceDriver, write_batch_id
-from .formats import FormatResolver, distinct_topics, needs_topics
+from .formats import FormatResolver, distinct_topics
 from .metrics import SinkMetricsParam, SinkTaskMetrics, format_line
 from .metrics_table import MetricsHistory, SinkMetrics
 from .options import ARROW, DELIVERY_GUARANTEE, EXACTLY_ONCE, SinkConfig
@@ -241,18 +241,16 @@ class KafkaSink:
         """``write_schema`` with the registry's ids for its Avro sides (:mod:`.formats`): asked
         once per subject and cached; with a ``topic`` column and a subject per topic, the
         micro-batch's distinct topics are read first (one more Spark job)."""
-        if not any(encoder.framed for encoder in write_schema.encoders):
-            return write_schema
-        topics: list[str] = [] if self._config.topic is None else [self._config.topic]
-        if needs_topics(self._config, write_schema.encoders):
+        def learn_topics() -> list[str]:
             if df is None:
                 raise ConfigError(
                     "partition_writer() cannot learn which topics the rows go to, and each topic has a "
                     "subject of its own (TopicNameStrategy, TopicRecordNameStrategy): set the 'topic' "
                     "option, a schema id, or value.subject.name.strategy=RecordNameStrategy; or "
                     "write with foreachBatch(sink) / sink.write(df)")
-            topics = distinct_topics(sink_frame(df, write_schema))
-        return self._formats.resolve_schema(write_schema, topics)
+            return distinct_topics(sink_frame(df, write_schema))
+
+        return self._formats.with_schema_ids(write_schema, learn_topics)
 
     def _write_schema(self, schema: Any) -> WriteSchema:
         key = schema.json() if hasattr(schema, "json") else None
