@@ -11,6 +11,7 @@ page.
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -53,16 +54,17 @@ def test_every_document_the_code_refers_to_is_in_the_repository():
     """A ``*.md`` named in code, tests, benchmarks, jobs or the demo exists in the repository
     (this module's made-up pages and the site's generated ones aside)."""
     pattern = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
+    tracked = subprocess.run(["git", "ls-files", "*.md", "**/*.md"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    names = {Path(name).name for name in tracked}
     missing = []
     for folder in ("spark_kafka_sink", "tests", "bench", "jobs", "demo"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             if path == Path(__file__).resolve():
                 continue
             for name in pattern.findall(path.read_text()):
-                candidates = [ROOT / name, path.parent / name] + [
-                    found for found in ROOT.rglob(Path(name).name)
-                    if not {".venv", ".git", "build"} & set(found.relative_to(ROOT).parts)]
-                if not any(candidate.is_file() for candidate in candidates):
+                if not ((ROOT / name).is_file() or (path.parent / name).is_file()
+                        or Path(name).name in names):
                     missing.append(f"{path.relative_to(ROOT)} refers to {name}")
     assert not missing, "\n".join(missing)
 
