@@ -1,16 +1,18 @@
-"""The code blocks of README.md and docs/*.md, as a runner reads them (docs/development.md, "The
+"""The code blocks of README.md and docs/*.md, as the suite runs them (docs/development.md, "The
 examples in these pages").
 
-Every ```` ```python ```` block of a page is to run, in order, in one namespace per page, except
-a block right after a marker that says why it cannot run here::
+Every ```` ```python ```` block of a page runs, in order, in one namespace per page
+(``tests/spark/test_doc_examples.py``), except a block right after a marker that says why it
+cannot run here::
 
     <!-- no-run: needs a cloud service (Amazon MSK) -->
 
-A marker without a reason, or one that no ``python`` block follows, is a :class:`MarkerError`
-(``tests/unit/test_docs.py`` checks every page). A page names the broker it expects in a shell
+A marker without a reason, or one that no ``python`` block follows, is a :class:`MarkerError`.
+The README's quickstart (the blocks under ``## Quickstart``) is run by its own test, as a user
+pastes it (``tests/spark/test_quickstart.py``). A page names the broker it expects in a shell
 block (``spark-kafka-sink broker --port 9092 --topic events:3 ...``): its ``--topic`` arguments
-are the topics a runner creates first, and :data:`BROKER_ADDRESS` (and :data:`REGISTRY_URL`)
-in the Python blocks are what a runner rebinds to its own broker (and schema registry).
+are the topics the runner creates first, and :data:`BROKER_ADDRESS` (and :data:`REGISTRY_URL`)
+in the Python blocks are rebound to the suite's broker (and schema registry).
 """
 
 from __future__ import annotations
