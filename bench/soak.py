@@ -3,7 +3,7 @@ Spark sink for ``--duration`` seconds, with a pass/fail verdict (exit 1 on failu
 
 A ``rate-micro-batch`` stream (``bench/soak_stream.py``) of ``--rate`` records a second runs through
 ``foreachBatch(KafkaSink(...))`` in Spark ``local[2]`` into a fresh topic on an embedded Apache
-Kafka node (or ``--bootstrap``). Every ``--sample-every`` seconds the soak reads ``/proc``
+Kafka node (or ``--bootstrap``), every micro-batch as a Spark job (``driver.write.max.rows=0``). Every ``--sample-every`` seconds the soak reads ``/proc``
 (``bench/procstats.py``) for the driver (this Python process and the Spark JVM) and for Spark's
 Python workers (the Python processes forked by the pyspark daemon under the JVM;
 ``spark.python.worker.reuse`` is on, so the same workers serve every micro-batch): RSS, threads,
@@ -498,7 +498,9 @@ def run(settings: Settings, bootstrap: str, log: Any) -> Report:
             log(f"Spark JVM pid {jvm} ({process_name(jvm)}), driver pid {os.getpid()}, broker port(s) "
                 f"{sorted(ports)}, topic {topic!r}")
             sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "topic": topic, "mode": settings.mode,
-                                "producer.cache.timeout": f"{round(settings.cache_timeout_s * 1000)}ms"})
+                                "producer.cache.timeout": f"{round(settings.cache_timeout_s * 1000)}ms",
+                                # every micro-batch through the workers, whose producers it watches
+                                "driver.write.max.rows": 0})
             gate, rounds, probes, error = stream(spark, sink, settings, Sampler(jvm, ports),
                                                  str(Path(tmp) / "checkpoint"), log)
         finally:

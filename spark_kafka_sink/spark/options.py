@@ -13,7 +13,7 @@ table gives each one's meaning and default. What :class:`SinkConfig` makes of th
   rows either way); ``delivery.guarantee`` (``spark/exactly_once.py``) with
   ``transactional.id.prefix`` (up to 200 characters, no blanks or control characters) and
   ``commit.topic`` (default ``spark-kafka-sink-commits.<prefix>``); ``preflight``
-  (``spark/preflight.py``).
+  (``spark/preflight.py``); ``driver.write.max.rows`` (``spark/driver_write.py``).
 - ``key.format`` / ``value.format`` and their ``<side>.avro.*`` / ``<side>.schema.id``
   (:class:`FormatOptions`); the registry's settings under Confluent's names (``schema.registry.*``,
   ``auto.register.schemas``, ...) make a ``RegistryConfig``, needed exactly when a side is framed.
@@ -75,6 +75,10 @@ EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS = 10 * 60 * 1000
 ``kafka.transaction.timeout.ms`` is given: a micro-batch's transactions stay open from the task's
 first record until the driver commits them, which must fit (brokers refuse more than their
 ``transaction.max.timeout.ms``, 15 minutes by default)."""
+DRIVER_WRITE_MAX_ROWS = "driver.write.max.rows"
+DEFAULT_DRIVER_WRITE_MAX_ROWS = 5_000
+"""A micro-batch of at most this many rows is written by the driver itself, in arrow mode
+(``spark/driver_write.py``); 0 turns that off."""
 ERRORS_TOLERANCE = "errors.tolerance"
 TOLERANCE_NONE, TOLERANCE_ALL = "none", "all"
 DLQ_TOPIC = "errors.deadletterqueue.topic.name"
@@ -94,7 +98,7 @@ FORMAT_SUFFIXES = ("format", "avro.schema", "schema.id", "avro.framing", "avro.r
 FORMAT_OPTIONS = tuple(f"{side}.{suffix}" for side in (KEY, VALUE) for suffix in FORMAT_SUFFIXES)
 SINK_OPTIONS = (TOPIC, PRODUCER_CACHE_TIMEOUT, MODE, DELIVERY_GUARANTEE, TXN_PREFIX, COMMIT_TOPIC,
                 ERRORS_TOLERANCE, DLQ_TOPIC, DLQ_CONTEXT_HEADERS, DLQ_REPLICATION_FACTOR, ERRORS_LOG,
-                PREFLIGHT, *FORMAT_OPTIONS)
+                PREFLIGHT, DRIVER_WRITE_MAX_ROWS, *FORMAT_OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -267,7 +271,8 @@ class SinkConfig:
     ``producer_config`` holds the ``kafka.*`` properties; ``topic`` is the default topic (``None``:
     each row's ``topic`` column); ``producer_cache_timeout_ms`` is the pooled producer's idle life;
     ``mode`` is ``"arrow"`` or ``"rows"`` (see the module docstring); ``delivery_guarantee``,
-    ``transactional_id_prefix`` and ``commit_topic`` configure exactly-once writes. Build it with
+    ``transactional_id_prefix`` and ``commit_topic`` configure exactly-once writes;
+    ``driver_write_max_rows`` bounds the micro-batches the driver writes itself. Build it with
     :meth:`from_options`; the constructor validates too.
     """
 
@@ -283,6 +288,7 @@ class SinkConfig:
     key_format: FormatOptions = FormatOptions(KEY)
     value_format: FormatOptions = FormatOptions(VALUE)
     registry: RegistryConfig | None = None
+    driver_write_max_rows: int = DEFAULT_DRIVER_WRITE_MAX_ROWS
 
     def __post_init__(self) -> None:
         if not isinstance(self.producer_config, ProducerConfig):
@@ -296,6 +302,10 @@ class SinkConfig:
                               f"got {timeout!r}")
         if self.mode not in MODES:
             raise ConfigError(_bad_mode(self.mode))
+        rows = self.driver_write_max_rows
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+            raise ConfigError(f"option {DRIVER_WRITE_MAX_ROWS!r} must be an integer of at least 0 "
+                              f"(0: never write from the driver), got {rows!r}")
         if self.delivery_guarantee not in GUARANTEES:
             raise ConfigError(_bad_guarantee(self.delivery_guarantee))
         if not isinstance(self.error_policy, ErrorPolicy):
@@ -430,7 +440,8 @@ class SinkConfig:
         return cls(producer_config, _topic(sink.get(TOPIC)), _timeout(sink.get(PRODUCER_CACHE_TIMEOUT)),
                    _mode(sink.get(MODE)), guarantee, prefix, commit_topic, _error_policy(sink),
                    _flag(sink, PREFLIGHT, True), _format_options(sink, KEY), _format_options(sink, VALUE),
-                   RegistryConfig(registry) if registry else None)
+                   RegistryConfig(registry) if registry else None,
+                   _count(sink, DRIVER_WRITE_MAX_ROWS, DEFAULT_DRIVER_WRITE_MAX_ROWS))
 
     def redacted(self) -> dict[str, Any]:
         """The options that differ from the defaults, by option name, secrets as ``"[hidden]"``:
@@ -457,6 +468,8 @@ class SinkConfig:
                 out[name] = getattr(policy, attr)
         if not self.preflight:
             out[PREFLIGHT] = False
+        if self.driver_write_max_rows != DEFAULT_DRIVER_WRITE_MAX_ROWS:
+            out[DRIVER_WRITE_MAX_ROWS] = self.driver_write_max_rows
         for options in self.formats:
             out.update(options.options())
         if self.registry is not None:
@@ -608,6 +621,17 @@ def _flag(sink: Mapping[str, Any], name: str, default: bool) -> bool:
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
     raise ConfigError(f"option {name!r} must be true or false, got {value!r}")
+
+
+def _count(sink: Mapping[str, Any], name: str, default: int) -> int:
+    """An integer option of at least 0: an int, or its digits as a string (Spark passes strings)."""
+    value = sink.get(name, default)
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.isdigit():
+            raise ConfigError(f"option {name!r} must be an integer of at least 0, got {value!r}")
+        return int(text)
+    return value
 
 
 def _guarantee(value: Any) -> str:

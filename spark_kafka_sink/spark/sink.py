@@ -50,6 +50,7 @@ from typing import Any, Mapping
 from ..errors import ConfigError
 from .arrow_writer import STATS_SCHEMA, ArrowWriter, merge_stats, sink_frame, stats_transactions
 from .compat import require_foreach_partition
+from .driver_write import DRIVER_TASK, SmallBatch, SmallBatchGuess, collect_small
 from .exactly_once import BatchCommit, ExactlyOnceDriver, write_batch_id
 from .formats import FormatResolver, distinct_topics
 from .metrics import SinkMetricsParam, SinkTaskMetrics, format_line
@@ -87,6 +88,7 @@ class KafkaSink:
         self._exactly_once: ExactlyOnceDriver | None = None
         self._task_config: SinkConfig | None = None  # after the preflight: what tasks get
         self._formats = FormatResolver(self._config)  # the registry's ids, learnt once
+        self._small = SmallBatchGuess(self._config.driver_write_max_rows)
 
     @property
     def metrics_history(self) -> MetricsHistory:
@@ -128,7 +130,12 @@ class KafkaSink:
             self._publish_figures(batch_id, figures, time.monotonic() - started)
             return
         if self._config.mode == ARROW:
-            metrics = self._write_arrow(df, write_schema, batch_id)
+            small = self._collect_small(df, write_schema, batch_id)
+            if small is not None:
+                metrics = self._driver_writer(write_schema, batch_id).run(small.batches).metrics()
+            else:
+                metrics = self._write_arrow(df, write_schema, batch_id)
+            self._small.saw(_rows_of(metrics))
         else:
             metrics = self._write_rows(df, write_schema, batch_id)
         seconds = time.monotonic() - started
@@ -143,6 +150,19 @@ class KafkaSink:
         """``mapInArrow`` over the sink columns; the tasks' stats rows, merged."""
         writer = ArrowWriter(self._task_config, write_schema, batch_id=batch_id, flat=True)
         return merge_stats(sink_frame(df, write_schema, flat=True).mapInArrow(writer, STATS_SCHEMA).collect())
+
+    def _collect_small(self, df: Any, write_schema: WriteSchema,
+                       batch_id: int | None) -> SmallBatch | None:
+        """The whole micro-batch on the driver when it is small and was guessed so
+        (:mod:`.driver_write`); ``None``: write it the distributed way, as every ``write(df)``."""
+        if batch_id is None or not self._small.try_driver():
+            return None
+        return collect_small(sink_frame(df, write_schema, flat=True), self._small.max_rows)
+
+    def _driver_writer(self, write_schema: WriteSchema, batch_id: int | None) -> ArrowWriter:
+        """The writer a task runs, run by the driver as task 0 (:data:`.driver_write.DRIVER_TASK`)."""
+        return ArrowWriter(self._task_config, write_schema, batch_id=batch_id, flat=True,
+                           task=lambda: DRIVER_TASK)
 
     def _write_rows(self, df: Any, write_schema: WriteSchema,
                     batch_id: int | None) -> SinkTaskMetrics | None:
@@ -172,7 +192,12 @@ class KafkaSink:
             return {**SinkTaskMetrics().as_dict(), **BatchCommit(key, 0, 0, 0.0, replay=True).figures()}
         jobs = JobWatch.start(df)
         try:
-            if rdd is None:
+            small = self._collect_small(df, write_schema, batch_id) if rdd is None else None
+            if small is not None:
+                partitions = 1  # the driver wrote as task 0: a failure fences that id alone
+                run = self._driver_writer(write_schema, batch_id).run(small.batches)
+                metrics, transactions = run.metrics(), [run.transaction]
+            elif rdd is None:
                 rows = sink_frame(df, write_schema, flat=True).mapInArrow(
                     ArrowWriter(self._task_config, write_schema, batch_id=batch_id, flat=True),
                     STATS_SCHEMA).collect()
@@ -185,6 +210,8 @@ class KafkaSink:
                 for task in stats:
                     metrics = metrics.merge(task.metrics)
                 transactions = [task.transaction for task in stats if task.transaction is not None]
+            if rdd is None:
+                self._small.saw(_rows_of(metrics))
         except BaseException:
             if jobs.watching and not jobs.await_tasks_stopped(TASKS_STOP_TIMEOUT_S):
                 log.warning("KafkaSink: tasks of failed micro-batch %s still run %.0f s after the job "
@@ -279,6 +306,11 @@ class KafkaSink:
 
     def __repr__(self) -> str:
         return f"KafkaSink({self._config!r})"
+
+
+def _rows_of(metrics: SinkTaskMetrics) -> int:
+    """How many rows a write had, about: the records its tasks sent or failed."""
+    return metrics.records_sent + metrics.records_failed
 
 
 def _rows_rdd(df: Any) -> Any:

@@ -7,7 +7,9 @@ set). ``SPEC`` is a JSON file: ``{"bootstrap": ..., "queries": [...]}``, each qu
 files of its ``input`` (one per micro-batch: ``maxFilesPerTrigger=1``, rows ``{"id": n}``) with
 ``trigger(availableNow=True)`` and writes them with ``foreachBatch(KafkaSink)`` to its ``topic``
 (key and value ``str(id)``), exactly once with ``transactional.id.prefix`` ``prefix``, at least
-once when ``prefix`` is ``-``. The queries run at the same time in one driver (one Spark session),
+once when ``prefix`` is ``-``. Mode ``driver`` is arrow mode with its small micro-batches written
+by the driver (``driver.write.max.rows``); ``arrow`` and ``rows`` write every micro-batch as a
+Spark job (``driver.write.max.rows=0``). The queries run at the same time in one driver (one Spark session),
 each on its own checkpoint; a test runs the job again on the same checkpoints to restart them.
 
 Each query takes one crash point per run, in its micro-batch ``batch``; either every query of a
@@ -205,7 +207,9 @@ def main(spec_path: str) -> None:
             running = []
             for query in queries:
                 options = {"kafka.bootstrap.servers": spec["bootstrap"], "topic": query.topic,
-                           "mode": query.mode}
+                           "mode": "arrow" if query.mode == "driver" else query.mode}
+                if query.mode != "driver":
+                    options["driver.write.max.rows"] = 0
                 if query.exactly_once:
                     options.update({"delivery.guarantee": "exactly-once",
                                     "transactional.id.prefix": query.prefix})

@@ -2,14 +2,17 @@
 confluent-kafka at ``isolation.level=read_committed``.
 
 A driver is a process, and a crash is ``os._exit`` at a chosen point of a micro-batch:
-``tests.spark.crash_job`` runs three queries side by side in one driver process per run (arrow
-and rows mode exactly once, and arrow mode at least once), each on its own checkpoint, and dies
-once each has reached its run's crash point. The first run dies in micro-batch 1 of 4, the second
+``tests.spark.crash_job`` runs four queries side by side in one driver process per run (arrow
+and rows mode exactly once, each micro-batch a Spark job; arrow mode exactly once with the
+micro-batches small enough for the driver to write them itself, in one transaction; and arrow
+mode at least once), each on its own checkpoint, and dies once each has reached its run's crash
+point. The first run dies in micro-batch 1 of 4, the second
 restarts the queries from their checkpoints and dies in micro-batch 2, the third runs them to
 the end. The four exactly-once points (the batch's record not written; recorded ``prepared``;
 between two commits; every commit done and recorded) are split between the modes, two each:
 arrow mode dies before the record, then between the commits; rows mode after the record, then
-after the commits. Then every row is in the topic exactly once, no transaction is left open on
+after the commits; the driver's own write, as arrow mode, in the middle of its transaction (its
+records sent, the batch not recorded) and between its commit and the ``committed`` record. Then every row is in the topic exactly once, no transaction is left open on
 it, and each restarted driver saw the replayed batch as what it was: a no-op when the driver
 before it had recorded the batch (its commits finished from the commit log), a normal write when
 it had not. Every point in both modes (and these figures) runs in the fast layer too, over
@@ -38,10 +41,13 @@ from .streaming import run_available_now
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.timeout(600)]
 
 FILES, ROWS_PER_FILE, PARTITIONS = 4, 100, 3
-TASKS = 2  # crash_job repartitions each micro-batch in two: two tasks, two transactions
+TASKS = {"arrow": 2, "rows": 2, "driver": 1}
+"""Transactions per micro-batch: crash_job repartitions each micro-batch in two (two tasks),
+which the driver's own write takes as one."""
 ROWS = FILES * ROWS_PER_FILE
 CRASHES = {"arrow": (("before-record", 1), ("between-commits", 2)),
            "rows": (("after-record", 1), ("after-commits", 2)),
+           "driver": (("before-record", 1), ("between-commits", 2)),
            "at-least-once": (("after-write", 1), ("after-write", 2))}
 """Per query, the runs' crash points, one per run, each at its micro-batch; a last run finishes.
 The at-least-once query writes in arrow mode."""
@@ -78,7 +84,7 @@ def chains(kafka, tmp_path_factory) -> dict[str, Chain]:
         create_topic(bootstrap, topic, PARTITIONS)
         queries[name] = {"topic": topic, "input": str(_input(root / f"input-{name}")),
                          "checkpoint": str(root / f"checkpoint-{name}"),
-                         "mode": "rows" if name == "rows" else "arrow",
+                         "mode": name if name in ("rows", "driver") else "arrow",
                          "prefix": "-" if name == "at-least-once" else f"eos-{uuid.uuid4().hex[:8]}"}
     runs = len(CRASHES["arrow"]) + 1
     assert all(len(crashes) == runs - 1 for crashes in CRASHES.values())
@@ -110,7 +116,7 @@ def _counts(bootstrap: str, topic: str, expected: int) -> Counter:
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("mode", ["arrow", "rows"])
+@pytest.mark.parametrize("mode", ["arrow", "rows", "driver"])
 def test_a_driver_killed_mid_batch_then_restarted_writes_every_row_exactly_once(kafka, chains,
                                                                                mode):
     """Two crashes, at two points (``CRASHES``), then a run to the end: each run published the
@@ -128,9 +134,9 @@ def test_a_driver_killed_mid_batch_then_restarted_writes_every_row_exactly_once(
     for (point, batch), restarted in zip(crashes, histories[1:]):
         replayed = restarted[batch]
         assert replayed["batch-replay-total"] == int(REPLAYED[point]), point
-        assert replayed["transaction-commit-total"] == (0 if REPLAYED[point] else TASKS), point
+        assert replayed["transaction-commit-total"] == (0 if REPLAYED[point] else TASKS[mode]), point
     last = histories[-1][FILES - 1]
-    assert last["batch-replay-total"] == 0 and last["transaction-commit-total"] == TASKS
+    assert last["batch-replay-total"] == 0 and last["transaction-commit-total"] == TASKS[mode]
     assert last["record-send-total"] == ROWS_PER_FILE and last["transaction-commit-time-ms"] > 0
 
 

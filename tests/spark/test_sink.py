@@ -124,7 +124,15 @@ def test_streaming_foreach_batch_exactly_once(spark, kafka, tmp_path, mode):
                       F.expr("timestamp_millis(ts)").alias("timestamp")))
     sink = KafkaSink(**{"kafka.bootstrap.servers": bootstrap, "topic": topic, "mode": mode})
     batches = run_available_now(stream, sink, str(tmp_path / "checkpoint"))
-    assert [p["numInputRows"] for p in batches] == [bounds[f + 1] - bounds[f] for f in range(files)]
+    sizes = [bounds[f + 1] - bounds[f] for f in range(files)]
+    assert [p["numInputRows"] for p in batches][1:] == sizes[1:]
+    if mode == "arrow":
+        # Micro-batch 0 is first collected up to driver.write.max.rows + 1 rows (5,001), then,
+        # being bigger, written by a job: Spark counts both reads. After it the sink goes to the
+        # job at once.
+        assert sizes[0] + 5_001 <= batches[0]["numInputRows"] <= sizes[0] * 2
+    else:
+        assert batches[0]["numInputRows"] == sizes[0]
 
     records = consume_all(bootstrap, topic, PARTITIONS, expected_count=total)
     seen = Counter()
@@ -139,9 +147,9 @@ def test_streaming_foreach_batch_exactly_once(spark, kafka, tmp_path, mode):
 
     history = sink.metrics_history
     assert [batch_id for batch_id, _ in history] == [p["batchId"] for p in batches]
-    for (_, metrics), progress in zip(history, batches):
-        assert metrics["record-send-total"] == progress["numInputRows"]
-        assert metrics[f"topic.{topic}.record-send-total"] == progress["numInputRows"]
+    for (_, metrics), size in zip(history, sizes):
+        assert metrics["record-send-total"] == size
+        assert metrics[f"topic.{topic}.record-send-total"] == size
         assert metrics["record-error-total"] == 0 and metrics["task-retried-total"] == 0
         assert metrics["byte-total"] > 0 and metrics["request-total"] > 0
     assert sink.last_metrics == history[-1][1]

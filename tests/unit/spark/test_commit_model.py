@@ -179,7 +179,8 @@ class CommitModel(RuleBasedStateMachine):
         self.options = {
             "kafka.bootstrap.servers": "127.0.0.1:9092", "delivery.guarantee": "exactly-once",
             "transactional.id.prefix": PREFIX, "mode": "arrow" if flavour.endswith("arrow") else "rows",
-            "kafka.transaction.timeout.ms": str(self.timeout_ms)}
+            "kafka.transaction.timeout.ms": str(self.timeout_ms),
+            "driver.write.max.rows": 0}  # the distributed write (test_driver_crash: the driver's)
         self.config = SinkConfig.from_options(self.options)
         self.cluster = Cluster(max_timeout_ms=MAX_TIMEOUT_MS, expiration_ms=EXPIRATION_MS)
         self.processes = 0

@@ -14,6 +14,10 @@ calls to the cluster:
 - ``after-commits``: every transaction committed and the batch recorded ``committed``, before
   ``foreachBatch`` returns (so Spark's checkpoint lacks the batch).
 
+Modes: ``arrow`` and ``rows`` as distributed writes (``driver.write.max.rows=0``), and
+``driver``: arrow mode whose micro-batches are small enough for the driver to collect and write
+itself, in one transaction as task 0 (``spark/driver_write.py``).
+
 As the end-to-end test runs the query, the first driver dies in micro-batch 1; a new one (a new
 process and sink) restarts the query from the batch it died in, and dies in micro-batch 2; a
 third runs batches 2 and 3. The end-to-end test runs two points per mode; here each mode runs
@@ -29,6 +33,7 @@ from __future__ import annotations
 from collections import Counter
 from types import SimpleNamespace
 
+import pyarrow as pa
 import pytest
 
 from spark_kafka_sink.producer.transactions.resumable import ResumableTransaction
@@ -110,6 +115,15 @@ class Frame:
                 TaskStats(p, 0, metrics.records_sent, 0, 0, 1, transaction=t, metrics=metrics)
                 for p, (metrics, t) in enumerate(self._tasks())])))
 
+    def limit(self, rows: int) -> Frame:
+        assert rows > ROWS, "the driver collects more rows than a batch has, to see it is small"
+        return self
+
+    def _collect_as_arrow(self) -> list[pa.RecordBatch]:
+        """The batch's rows, collected on the driver (``driver`` mode)."""
+        keys, values = zip(*rows_of(self._batch))
+        return [pa.RecordBatch.from_pydict({"key": list(keys), "value": list(values)})]
+
     def mapInArrow(self, writer, schema):
         return SimpleNamespace(collect=lambda: [
             stats_batch(p, 0, 1, metrics, t).to_pylist()[0]
@@ -133,6 +147,28 @@ class Frame:
         return handed
 
 
+class DriverWrite:
+    """The driver's write of a collected micro-batch (``driver`` mode), as ``ArrowWriter.run``
+    does it as task 0: ``init_transactions()`` with ``<prefix>-0``, the rows written in a
+    transaction, handed back open with the task's figures."""
+
+    def __init__(self, query: Query):
+        self._query = query
+
+    def run(self, batches) -> SimpleNamespace:
+        query, cluster = self._query, self._query.cluster
+        query.runs += 1
+        rows = [(key, value) for batch in batches
+                for key, value in zip(batch.column("key").to_pylist(), batch.column("value").to_pylist())]
+        tid = query.config.transactional_id(0)
+        fenced = cluster.init_producer_id(tid, TXN_TIMEOUT_MS)
+        enrolled = cluster.write(tid, fenced.producer_id, fenced.producer_epoch, rows, query.runs)
+        metrics = SinkTaskMetrics(records_sent=len(rows), tasks=1)
+        transaction = ResumableTransaction(tid, fenced.producer_id, fenced.producer_epoch, enrolled,
+                                           query.version)
+        return SimpleNamespace(metrics=lambda: metrics, transaction=transaction)
+
+
 class Query:
     """One streaming query (its checkpoint: the next batch id Spark runs) over one cluster; each
     run is a driver process with a sink of its own. ``version``: the tasks' transaction version
@@ -141,8 +177,10 @@ class Query:
     def __init__(self, mode: str, version: int):
         self.version = version
         self.cluster = Cluster(max_timeout_ms=MAX_TIMEOUT_MS, expiration_ms=EXPIRATION_MS)
-        self.options = {"kafka.bootstrap.servers": "127.0.0.1:9092", "mode": mode,
-                        "delivery.guarantee": "exactly-once", "transactional.id.prefix": PREFIX}
+        self.options = {"kafka.bootstrap.servers": "127.0.0.1:9092",
+                        "mode": "arrow" if mode == "driver" else mode,
+                        "delivery.guarantee": "exactly-once", "transactional.id.prefix": PREFIX,
+                        "driver.write.max.rows": ROWS if mode == "driver" else 0}
         self.config = KafkaSink(self.options).config
         self.next_batch = 0                      # Spark's checkpoint: the batches it recorded
         self.runs = 0                            # the tasks' runs of a batch, in order
@@ -176,11 +214,11 @@ def start_query(monkeypatch):
     monkeypatch.setattr(sink_module, "validate_schema", lambda schema, config: WriteSchema(
         Column("value", 0, Kind.BINARY)))
     monkeypatch.setattr(sink_module, "sink_frame", lambda df, write_schema, **_: df)
-    monkeypatch.setattr(sink_module, "ArrowWriter", lambda *args, **kwargs: None)
     monkeypatch.setattr(sink_module, "PartitionWriter", lambda *args, **kwargs: None)
 
     def start(mode: str, version: int) -> Query:
         query = Query(mode, version)
+        monkeypatch.setattr(sink_module, "ArrowWriter", lambda *args, **kwargs: DriverWrite(query))
         monkeypatch.setattr(sink_module, "ExactlyOnceDriver", lambda config, **_: ExactlyOnceDriver(
             config, commit_log=CrashingLog(query.driver, config), transactions=query.driver))
         return query
@@ -190,13 +228,14 @@ def start_query(monkeypatch):
 @pytest.mark.parametrize("second", list(REPLAYED))
 @pytest.mark.parametrize("first", list(REPLAYED))
 @pytest.mark.parametrize("version", [1, 2], ids=["tv1", "tv2"])
-@pytest.mark.parametrize("mode", ["arrow", "rows"])
+@pytest.mark.parametrize("mode", ["arrow", "rows", "driver"])
 def test_drivers_killed_at_each_point_then_restarted_write_every_row_once(start_query, mode,
                                                                          version, first, second):
     query = start_query(mode, version)
     crashes = [(first, 1), (second, 2)]
     histories = [query.run(point, batch) for point, batch in crashes] + [query.run()]
 
+    tasks = 1 if mode == "driver" else TASKS
     seen = Counter(record.row for record in query.cluster.visible())
     expected = [row for batch in range(BATCHES) for row in rows_of(batch)]
     assert sorted(seen) == sorted(expected), "rows missing"
@@ -206,11 +245,11 @@ def test_drivers_killed_at_each_point_then_restarted_write_every_row_once(start_
     for (point, batch), restarted in zip(crashes, histories[1:]):
         replayed = restarted[batch]
         assert replayed["batch-replay-total"] == int(REPLAYED[point]), point
-        assert replayed["transaction-commit-total"] == (0 if REPLAYED[point] else TASKS), point
+        assert replayed["transaction-commit-total"] == (0 if REPLAYED[point] else tasks), point
         assert replayed["transaction-abort-total"] == 0
         assert replayed["record-send-total"] == (0 if REPLAYED[point] else ROWS), point
     last = histories[-1][BATCHES - 1]
-    assert last["batch-replay-total"] == 0 and last["transaction-commit-total"] == TASKS
+    assert last["batch-replay-total"] == 0 and last["transaction-commit-total"] == tasks
     assert last["record-send-total"] == ROWS and last["transaction-commit-time-ms"] > 0
     log = [(r.batch_id, r.state) for r in query.cluster.appended]
     assert log[-1] == (str(BATCHES - 1), COMMITTED), log

@@ -180,7 +180,8 @@ def test_arrow_mode_publishes_the_collected_stats_rows_without_a_spark_context(m
 
     monkeypatch.setattr(sink_module, "sink_frame", lambda df, write_schema, **_: df)  # needs no JVM here
     sink = KafkaSink(**{"kafka.bootstrap.servers": "localhost:9092", "topic": "t",
-                        "preflight": "false"})  # no cluster here
+                        "preflight": "false",  # no cluster here
+                        "driver.write.max.rows": 0})  # the distributed write
     df = _ConnectFrame()
     sink(df, 7)
     (writer, schema), = df.writers

@@ -154,7 +154,7 @@ class FailingFrame:
 def test_a_sink_write_raises_the_fix_chained_to_sparks_error(monkeypatch, mode):
     monkeypatch.setattr(sink_module, "sink_frame", lambda df, write_schema, **_: df)  # no JVM here
     sink = KafkaSink(**{"kafka.bootstrap.servers": "localhost:9092", "topic": "t", "mode": mode,
-                        "preflight": "false"})
+                        "preflight": "false", "driver.write.max.rows": 0})
     spark_error = SparkError(ARROW_MODE)
     with pytest.raises(ConfigError, match="Spark starts them with 'python3'") as raised:
         sink.write(FailingFrame(spark_error))
