@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
 .PHONY: install test unit integration compat fuzz broker jars demo dist docs bench bench-producer bench-spark \
-	bench-avro bench-avro-encode bench-avro-spark soak clean
+	bench-streaming bench-avro bench-avro-encode bench-avro-spark soak clean
 
 # The venv's own pip installs (the package builds in an isolated environment with the setuptools
 # pyproject.toml names). No byte-compiling at install: Python compiles what it imports on first
@@ -126,6 +126,12 @@ bench-producer: install
 # foreachPartition, and the no-op floors.
 bench-spark: install
 	$(BIN)/python -m bench.spark $(ARGS)
+
+# Streaming latency (bench/README.md, "Streaming"): Spark's addBatch time per micro-batch of a
+# rate source through KafkaSink (at-least-once and exactly-once), Spark's built-in Kafka sink and
+# the no-op floors, e.g. make bench-streaming ARGS="--rates 2000 --duration 12".
+bench-streaming: install
+	$(BIN)/python -m bench.streaming $(ARGS)
 
 # Avro (bench/README.md, "Avro"): the column-wise encoder alone against fastavro and
 # confluent-kafka's AvroSerializer, then KafkaSink with value.format=avro and a schema registry in
