@@ -203,9 +203,11 @@ MUTANTS: list[Mutant] = [
     Mutant("writer-failed-task-leaves-transaction-open", TK,
            """    except BaseException:
         _abort_quietly(producer)
-        raise""",
+        raise
+    finally:""",
            """    except BaseException:
-        raise""", WRITER_TESTS),
+        raise
+    finally:""", WRITER_TESTS),
     Mutant("writer-transactional-producer-not-closed", TK,
            """    finally:
         producer.close(timeout_s)""",
@@ -389,6 +391,21 @@ MUTANTS: list[Mutant] = [
     Mutant("registry-secret-in-redacted-view", SRK,
            "out[name] = HIDDEN if redact and prop.secret else value", "out[name] = value",
            REGISTRY_TESTS),
+    Mutant("driver-keeps-its-producer-through-a-job", SK,
+           "                self._drop_driver_producer()       # task 0 of the job fences <prefix>-0\n",
+           "", (f"{U}/spark/test_driver_crash.py",)),
+    Mutant("driver-write-guess-never-learns", SK,
+           "            self._small.saw(_rows_of(metrics))\n        else:",
+           "            pass\n        else:", (f"{U}/spark/test_driver_write.py",)),
+    Mutant("driver-failed-write-leaves-transaction-open", TK,
+           """    except BaseException:
+        _abort_quietly(producer)
+        raise
+    return TaskRun(info, outcome, before, after, created, started, transaction)""",
+           """    except BaseException:
+        raise
+    return TaskRun(info, outcome, before, after, created, started, transaction)""",
+           (f"{U}/spark/test_driver_write.py",)),
     Mutant("registry-latest-version-also-registers", SRK,
            """        values["auto_register_schemas"] = False""", """        pass""", REGISTRY_TESTS),
 ]

@@ -56,7 +56,9 @@ from .options import TOPIC, SinkConfig, topic_name_problem
 from .producer_pool import ProducerPool, get_pool
 from .rows import RowError
 from .schema import HEADERS_TYPE, Kind, WriteSchema
-from .task import Outcome, TaskInfo, TaskRun, check_writer_arguments, run_task, task_info
+from .task import (
+    Outcome, TaskInfo, TaskRun, check_writer_arguments, run_in_transaction, run_task, task_info,
+)
 
 __all__ = ["ArrowWriter", "FlatStruct", "STATS_SCHEMA", "flat_structs", "merge_stats", "rechunk", "sink_frame",
            "stats_transactions",
@@ -224,6 +226,14 @@ class ArrowWriter:
         return run_task(self.sink_config, self._pool, self._task,
                         lambda producer, outcome: self._send_all(producer, batches, outcome), Outcome(),
                         self.batch_id)
+
+    def run_in_transaction(self, producer: Any, batches: Iterable[Any], *,
+                           created: bool = False) -> TaskRun:
+        """:meth:`run` in a transaction of ``producer``, which the caller keeps and commits with
+        (the driver's own write: :func:`~.task.run_in_transaction`)."""
+        return run_in_transaction(self.sink_config, producer, self._task(),
+                                  lambda producer, outcome: self._send_all(producer, batches, outcome),
+                                  Outcome(), self.batch_id, created=created)
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
         run = self.run(batches)

@@ -7,9 +7,10 @@ job, ``KafkaSink`` (arrow mode, in ``foreachBatch``; ``write(df)`` is a batch jo
 distributed) collects at most ``max_rows + 1`` rows of the sink's frame to the
 driver as Arrow: one Spark job, in the JVM alone (:func:`collect_small`). When at most
 ``max_rows`` came back, that is the whole micro-batch: the driver writes it with the writer a task
-runs (:class:`~.arrow_writer.ArrowWriter`, as task 0, attempt 0), through its own pooled
-producer, so it is checked, counted, dead-lettered and (exactly-once) transacted as a task's
-partition is. When more came back, the rows collected are dropped and the batch goes the
+runs (:class:`~.arrow_writer.ArrowWriter`, as task 0, attempt 0), so it is checked, counted,
+dead-lettered and (exactly-once) transacted as a task's partition is: at least once through the
+driver's pooled producer, exactly once through :func:`transactional_producer`'s, which the sink
+keeps between such micro-batches and commits with. When more came back, the rows collected are dropped and the batch goes the
 distributed way; its upstream is then computed again (the first time only up to the first
 ``max_rows + 1`` rows of each Spark partition, as Spark's ``limit`` stops early).
 
@@ -27,9 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..producer.producer import KafkaProducer
+from .options import SinkConfig
 from .task import TaskInfo
 
-__all__ = ["DRIVER_TASK", "SmallBatch", "SmallBatchGuess", "collect_arrow", "collect_small"]
+__all__ = ["DRIVER_TASK", "SmallBatch", "SmallBatchGuess", "collect_arrow", "collect_small",
+           "transactional_producer"]
 
 DRIVER_TASK = TaskInfo(partition_id=0, attempt=0)
 """What the driver's write counts as: Spark partition 0, first attempt (exactly-once: the
@@ -89,3 +93,17 @@ class SmallBatchGuess:
     def saw(self, rows: int) -> None:
         """The last micro-batch had ``rows`` rows."""
         self._last_big = rows > self.max_rows
+
+
+def transactional_producer(config: SinkConfig, task: TaskInfo) -> KafkaProducer:
+    """Exactly once: the driver's producer for ``task``'s transactional id, its transactions
+    initialised (which fences and aborts what an earlier holder of the id left open). The sink
+    keeps it between the micro-batches the driver writes, so each begins its transaction without
+    InitProducerId, on warm connections, and commits it with the same producer."""
+    producer = KafkaProducer(config.transactional_config(task.partition_id))
+    try:
+        producer.init_transactions()
+    except BaseException:
+        producer.close(0)
+        raise
+    return producer

@@ -45,7 +45,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..config import ProducerConfig
@@ -63,7 +63,7 @@ from .options import SinkConfig
 log = logging.getLogger(__name__)
 
 __all__ = ["FENCE_GAP", "BatchCommit", "BatchStart", "ExactlyOnceDriver", "FencedId",
-           "KafkaTransactionOps", "TransactionOps", "write_batch_id"]
+           "KafkaTransactionOps", "TransactionOps", "commit_live", "write_batch_id"]
 
 FENCE_GAP = 8
 """How many unused ids above the highest used one the upward probe fences before it stops."""
@@ -98,6 +98,13 @@ class KafkaTransactionOps:
 
     def fence(self, transactional_ids: Sequence[str]) -> tuple[FencedId, ...]:
         return fence_transactional_ids(transactional_ids, self._config, self._timeout_s)
+
+
+def commit_live(producer: Any, transaction: ResumableTransaction) -> None:
+    """Commit ``transaction`` with the producer that holds it open: the driver's own write of a
+    small micro-batch (``spark/driver_write.py``), whose producer begins the next transaction
+    without InitProducerId. Its errors are a commit's (a fenced producer: ``ProducerFencedError``)."""
+    producer.commit_transaction()
 
 
 @dataclass(frozen=True)
@@ -219,17 +226,19 @@ class ExactlyOnceDriver:
         return self.commit_batch(batch_id, transactions, partitions)
 
     def commit_batch(self, batch_id: str, transactions: Iterable[ResumableTransaction],
-                     partitions: int | None = None) -> BatchCommit:
+                     partitions: int | None = None, *, producer: Any = None) -> BatchCommit:
         """After the job: record the batch ``prepared``, commit every transaction, record it
         ``committed``. ``partitions``: the job's task count (default: one more than the highest
-        partition among the transactions' ids)."""
+        partition among the transactions' ids). ``producer``: the one open transaction is held
+        by this live producer (the driver's own write), which commits it (:func:`commit_live`);
+        recovery still commits it from the record, as any task's."""
         transactions = tuple(sorted(transactions, key=lambda t: t.transactional_id))
         started = self._clock.monotonic_ns()
         count = self._count(transactions) if partitions is None else partitions
         try:
             record = self._record(batch_id, BatchState.PREPARED, count, transactions)
             self._append(record)
-            committed, lost = self._commit_all(record)
+            committed, lost = self._commit_all(record, producer)
             if lost:
                 raise self._give_up(record, committed, lost, recovering=False)
             self._record_committed(record)
@@ -389,15 +398,21 @@ class ExactlyOnceDriver:
         index = partition - used
         return 0 <= index < len(window) and fenced.producer_epoch <= window[index] + 1
 
-    def _commit_all(self, record: BatchRecord) -> tuple[list[ResumableTransaction],
-                                                        list[tuple[ResumableTransaction, KafkaError]]]:
+    def _commit_all(self, record: BatchRecord, producer: Any = None) -> tuple[
+            list[ResumableTransaction], list[tuple[ResumableTransaction, KafkaError]]]:
         """Commit every transaction of ``record``: (committed, lost with why). Errors other than
-        a lost transaction (the cluster out of reach) propagate: the record stays prepared."""
+        a lost transaction (the cluster out of reach) propagate: the record stays prepared.
+        ``producer``: the live producer holding the record's one transaction."""
         committed: list[ResumableTransaction] = []
         lost: list[tuple[ResumableTransaction, KafkaError]] = []
+        if producer is not None and len(record.transactions) != 1:
+            raise ValueError(f"a live producer holds one transaction, not {len(record.transactions)}")
         for transaction in record.transactions:
             try:
-                self._ops.commit(transaction)
+                if producer is not None:
+                    commit_live(producer, transaction)
+                else:
+                    self._ops.commit(transaction)
             except _LOST as error:
                 lost.append((transaction, error))
                 break                            # the rest are aborted (see _give_up)

@@ -50,7 +50,9 @@ from typing import Any, Mapping
 from ..errors import ConfigError
 from .arrow_writer import STATS_SCHEMA, ArrowWriter, merge_stats, sink_frame, stats_transactions
 from .compat import require_foreach_partition
-from .driver_write import DRIVER_TASK, SmallBatch, SmallBatchGuess, collect_small
+from .driver_write import (
+    DRIVER_TASK, SmallBatch, SmallBatchGuess, collect_small, transactional_producer,
+)
 from .exactly_once import BatchCommit, ExactlyOnceDriver, write_batch_id
 from .formats import FormatResolver, distinct_topics
 from .metrics import SinkMetricsParam, SinkTaskMetrics, format_line
@@ -89,6 +91,7 @@ class KafkaSink:
         self._task_config: SinkConfig | None = None  # after the preflight: what tasks get
         self._formats = FormatResolver(self._config)  # the registry's ids, learnt once
         self._small = SmallBatchGuess(self._config.driver_write_max_rows)
+        self._driver_producer: Any = None  # exactly-once: the driver's own writes' producer
 
     @property
     def metrics_history(self) -> MetricsHistory:
@@ -188,22 +191,29 @@ class KafkaSink:
         partitions = None if rdd is None else rdd.getNumPartitions()
         start = driver.begin_batch(key, partitions,
                                    None if batch_id is None else streaming_query_id(df))
+        if start.fenced:                           # recovery fenced <prefix>-0 too
+            self._drop_driver_producer()
         if start.replay:
             return {**SinkTaskMetrics().as_dict(), **BatchCommit(key, 0, 0, 0.0, replay=True).figures()}
         jobs = JobWatch.start(df)
+        live = None                                # the driver's producer, when it wrote
         try:
             small = self._collect_small(df, write_schema, batch_id) if rdd is None else None
             if small is not None:
                 partitions = 1  # the driver wrote as task 0: a failure fences that id alone
-                run = self._driver_writer(write_schema, batch_id).run(small.batches)
+                live, created = self._driver_producer_for_batch()
+                run = self._driver_writer(write_schema, batch_id).run_in_transaction(
+                    live, small.batches, created=created)
                 metrics, transactions = run.metrics(), [run.transaction]
             elif rdd is None:
+                self._drop_driver_producer()       # task 0 of the job fences <prefix>-0
                 rows = sink_frame(df, write_schema, flat=True).mapInArrow(
                     ArrowWriter(self._task_config, write_schema, batch_id=batch_id, flat=True),
                     STATS_SCHEMA).collect()
                 metrics, transactions = merge_stats(rows), stats_transactions(rows)
                 partitions = max((row["partition_id"] for row in rows), default=-1) + 1
             else:
+                self._drop_driver_producer()
                 writer = PartitionWriter(self._task_config, write_schema, batch_id=batch_id)
                 stats = rdd.mapPartitions(lambda rows: [writer(rows)]).collect()
                 metrics = SinkTaskMetrics()
@@ -213,6 +223,7 @@ class KafkaSink:
             if rdd is None:
                 self._small.saw(_rows_of(metrics))
         except BaseException:
+            self._drop_driver_producer()
             if jobs.watching and not jobs.await_tasks_stopped(TASKS_STOP_TIMEOUT_S):
                 log.warning("KafkaSink: tasks of failed micro-batch %s still run %.0f s after the job "
                             "failed; fencing their ids now (a transaction one opens later is "
@@ -225,8 +236,32 @@ class KafkaSink:
                               "aborted; they are aborted when the query restarts, or after "
                               "transaction.timeout.ms", key)
             raise
-        commit = driver.commit_batch(key, transactions, partitions)
+        try:
+            commit = driver.commit_batch(key, transactions, partitions, producer=live)
+        except BaseException:
+            self._drop_driver_producer()           # the next recovery finishes from the log
+            raise
         return {**metrics.as_dict(), **commit.figures()}
+
+    def _driver_producer_for_batch(self) -> tuple[Any, bool]:
+        """The driver's transactional producer for its own writes (``<prefix>-0``), kept between
+        micro-batches the driver writes, and whether it was made now (``init_transactions()``
+        fences what an earlier holder of the id left open)."""
+        if self._driver_producer is not None:
+            return self._driver_producer, False
+        self._driver_producer = transactional_producer(self._task_config, DRIVER_TASK)
+        return self._driver_producer, True
+
+    def _drop_driver_producer(self) -> None:
+        """Close the driver's transactional producer, if any (a job's task 0, a recovery or an
+        abort fences its id; a failed step leaves its state unknown)."""
+        producer, self._driver_producer = self._driver_producer, None
+        if producer is not None:
+            try:
+                producer.close(0)
+            except Exception:  # noqa: BLE001 - closing is best effort
+                log.debug("KafkaSink: closing the driver's transactional producer failed",
+                          exc_info=True)
 
     def _publish(self, batch_id: int | None, metrics: SinkTaskMetrics, seconds: float) -> None:
         self._publish_figures(batch_id, metrics.as_dict(), seconds)
@@ -290,6 +325,7 @@ class KafkaSink:
 
     def close(self) -> None:
         """Close the driver's exactly-once resources (the commit log's producer)."""
+        self._drop_driver_producer()
         if self._exactly_once is not None:
             self._exactly_once.close()
             self._exactly_once = None

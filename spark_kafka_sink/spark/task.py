@@ -48,7 +48,7 @@ from .producer_pool import ProducerPool
 from .schema import WriteSchema
 
 __all__ = ["FLUSH_MARGIN_S", "Outcome", "PartitionWriteError", "TaskInfo", "TaskRun", "TaskStats",
-           "check_writer_arguments", "run_task", "task_info"]
+           "check_writer_arguments", "run_in_transaction", "run_task", "task_info"]
 
 log = logging.getLogger(__name__)
 
@@ -221,13 +221,7 @@ def run_task(config: SinkConfig, pool: Callable[[], ProducerPool], task: Callabl
     """
     started = time.monotonic()
     info = task()
-    policy = config.error_policy
-    if policy.tolerant:
-        producer_config = config.producer_config
-        outcome.dead_letters = DeadLetters(
-            policy, TaskContext(batch_id, info.partition_id, info.attempt),
-            min(producer_config.max_request_size, producer_config.buffer_memory),
-            flush_timeout_s=producer_config.delivery_timeout_ms / 1000 + FLUSH_MARGIN_S)
+    _with_dead_letters(config, info, outcome, batch_id)
     if config.exactly_once:
         return _run_transactional_task(config, info, send, outcome, started)
     lease = pool().acquire(config.producer_config, attempt=info.attempt,
@@ -242,6 +236,45 @@ def run_task(config: SinkConfig, pool: Callable[[], ProducerPool], task: Callabl
         lease.release()
     outcome.check()
     return TaskRun(info, outcome, before, after, lease.created, started)
+
+
+def run_in_transaction(config: SinkConfig, producer: KafkaProducer, info: TaskInfo,
+                       send: Callable[[Any, Outcome], None], outcome: Outcome,
+                       batch_id: int | None = None, *, created: bool = False) -> TaskRun:
+    """:func:`run_task`'s exactly-once steps with a transactional producer the caller keeps (the
+    driver's own write of a small micro-batch, ``spark/driver_write.py``): one transaction begun
+    on ``producer``, ``send``, flush, settle, check, then handed out (``TaskRun.transaction``) and
+    left open, for the caller to commit with the same producer. A failure aborts the transaction
+    and raises; the producer is never closed here. ``created``: the producer was made for this
+    run (its metrics say so)."""
+    started = time.monotonic()
+    _with_dead_letters(config, info, outcome, batch_id)
+    timeout_ms = config.transactional_config(info.partition_id).delivery_timeout_ms
+    try:
+        producer.begin_transaction()
+        before = producer.metrics_snapshot()
+        _flushed(producer, lambda: send(producer, outcome), timeout_ms)
+        outcome.settle(timeout_ms / 1000)
+        after = producer.metrics_snapshot()
+        outcome.check()
+        transaction = producer.resumable_transaction()
+    except BaseException:
+        _abort_quietly(producer)
+        raise
+    return TaskRun(info, outcome, before, after, created, started, transaction)
+
+
+def _with_dead_letters(config: SinkConfig, info: TaskInfo, outcome: Outcome,
+                       batch_id: int | None) -> None:
+    """With ``errors.tolerance=all``: ``outcome`` gets the task's :class:`DeadLetters`."""
+    policy = config.error_policy
+    if not policy.tolerant:
+        return
+    producer_config = config.producer_config
+    outcome.dead_letters = DeadLetters(
+        policy, TaskContext(batch_id, info.partition_id, info.attempt),
+        min(producer_config.max_request_size, producer_config.buffer_memory),
+        flush_timeout_s=producer_config.delivery_timeout_ms / 1000 + FLUSH_MARGIN_S)
 
 
 def _run_transactional_task(config: SinkConfig, info: TaskInfo, send: Callable[[Any, Outcome], None],

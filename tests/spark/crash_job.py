@@ -30,7 +30,8 @@ After each micro-batch a sink publishes, its ``metrics_history`` so far goes to 
 finished (the replayed batch of a restarted run, say).
 
 The crash points, and the history written to ``out``, are hooks around the sink's own calls (the
-commit log's ``append``, the transactions' commits, the sink's publishing), installed here and
+commit log's ``append``, the transactions' commits (resumable or, the driver's own write, by its
+live producer), the sink's publishing), installed here and
 told apart per query by its transactional id prefix or topic: the sink has no test code.
 """
 
@@ -148,15 +149,25 @@ def _install_crashes(queries: list[Query]) -> None:
     done: dict[str, int] = {}
     current: dict[str, str] = {}
 
-    def hooked_commit(transaction, config, timeout=None):
-        commit(transaction, config, timeout)
+    def committed(transaction) -> None:
         query = by_prefix[_prefix_of(transaction.transactional_id)]
         done[query.prefix] += 1
         if (query.point == "between-commits" and current[query.prefix] == query.batch
                 and done[query.prefix] == 1):
             crashes.arrive(query)
 
+    def hooked_commit(transaction, config, timeout=None):
+        commit(transaction, config, timeout)
+        committed(transaction)
+
+    commit_live = exactly_once.commit_live
+
+    def hooked_commit_live(producer, transaction):  # the driver's own write
+        commit_live(producer, transaction)
+        committed(transaction)
+
     exactly_once.commit_resumable = hooked_commit
+    exactly_once.commit_live = hooked_commit_live
     begin = exactly_once.ExactlyOnceDriver.begin_batch
 
     def hooked_begin(self, batch_id, partitions=None, *args, **kwargs):

@@ -121,7 +121,10 @@ class Frame:
 
     def _collect_as_arrow(self) -> list[pa.RecordBatch]:
         """The batch's rows, collected on the driver (``driver`` mode)."""
-        keys, values = zip(*rows_of(self._batch))
+        rows = rows_of(self._batch)
+        if self._batch in self._query.big:            # more rows than the bound: the job writes
+            rows = rows + [("more", ROWS)]
+        keys, values = zip(*rows)
         return [pa.RecordBatch.from_pydict({"key": list(keys), "value": list(values)})]
 
     def mapInArrow(self, writer, schema):
@@ -147,25 +150,53 @@ class Frame:
         return handed
 
 
+class DriverProducer:
+    """The driver's transactional producer for ``<prefix>-0`` (``driver`` mode), kept by the
+    sink between micro-batches: ``init_transactions()`` once (it fences what the id left open),
+    then a transaction per micro-batch, committed by the producer itself (through the driver
+    process, whose calls may be the one it dies at). Under version 2 EndTxn bumps its epoch."""
+
+    def __init__(self, query: Query):
+        self.query = query
+        query.producers += 1
+        self.tid = query.config.transactional_id(0)
+        fenced = query.cluster.init_producer_id(self.tid, TXN_TIMEOUT_MS)
+        self.producer_id, self.epoch = fenced.producer_id, fenced.producer_epoch
+        self.open: ResumableTransaction | None = None
+        self.closed = False
+
+    def write(self, rows) -> ResumableTransaction:
+        assert not self.closed and self.open is None
+        self.query.runs += 1
+        enrolled = self.query.cluster.write(self.tid, self.producer_id, self.epoch, rows,
+                                            self.query.runs)
+        self.open = ResumableTransaction(self.tid, self.producer_id, self.epoch, enrolled,
+                                         self.query.version)
+        return self.open
+
+    def commit_transaction(self) -> None:
+        transaction, self.open = self.open, None
+        self.query.driver.commit(transaction)
+        if self.query.version >= 2 and transaction.partitions:
+            self.epoch += 1
+
+    def close(self, timeout=None) -> None:
+        self.closed = True
+
+
 class DriverWrite:
-    """The driver's write of a collected micro-batch (``driver`` mode), as ``ArrowWriter.run``
-    does it as task 0: ``init_transactions()`` with ``<prefix>-0``, the rows written in a
-    transaction, handed back open with the task's figures."""
+    """The driver's write of a collected micro-batch (``driver`` mode), as
+    ``ArrowWriter.run_in_transaction`` does it as task 0: the rows written in a transaction of the
+    driver's producer, handed back open with the task's figures."""
 
     def __init__(self, query: Query):
         self._query = query
 
-    def run(self, batches) -> SimpleNamespace:
-        query, cluster = self._query, self._query.cluster
-        query.runs += 1
+    def run_in_transaction(self, producer: DriverProducer, batches, *, created: bool) -> SimpleNamespace:
         rows = [(key, value) for batch in batches
                 for key, value in zip(batch.column("key").to_pylist(), batch.column("value").to_pylist())]
-        tid = query.config.transactional_id(0)
-        fenced = cluster.init_producer_id(tid, TXN_TIMEOUT_MS)
-        enrolled = cluster.write(tid, fenced.producer_id, fenced.producer_epoch, rows, query.runs)
-        metrics = SinkTaskMetrics(records_sent=len(rows), tasks=1)
-        transaction = ResumableTransaction(tid, fenced.producer_id, fenced.producer_epoch, enrolled,
-                                           query.version)
+        transaction = producer.write(rows)
+        metrics = SinkTaskMetrics(records_sent=len(rows), tasks=1, producers_created=int(created))
         return SimpleNamespace(metrics=lambda: metrics, transaction=transaction)
 
 
@@ -184,6 +215,8 @@ class Query:
         self.config = KafkaSink(self.options).config
         self.next_batch = 0                      # Spark's checkpoint: the batches it recorded
         self.runs = 0                            # the tasks' runs of a batch, in order
+        self.producers = 0                       # driver mode: the driver producers made
+        self.big: set[int] = set()               # driver mode: batches too big for the driver
         self.drivers = 0
         self.driver: Driver | None = None
 
@@ -219,6 +252,8 @@ def start_query(monkeypatch):
     def start(mode: str, version: int) -> Query:
         query = Query(mode, version)
         monkeypatch.setattr(sink_module, "ArrowWriter", lambda *args, **kwargs: DriverWrite(query))
+        monkeypatch.setattr(sink_module, "transactional_producer",
+                            lambda config, task: DriverProducer(query))
         monkeypatch.setattr(sink_module, "ExactlyOnceDriver", lambda config, **_: ExactlyOnceDriver(
             config, commit_log=CrashingLog(query.driver, config), transactions=query.driver))
         return query
@@ -236,6 +271,7 @@ def test_drivers_killed_at_each_point_then_restarted_write_every_row_once(start_
     histories = [query.run(point, batch) for point, batch in crashes] + [query.run()]
 
     tasks = 1 if mode == "driver" else TASKS
+    assert query.producers == (len(histories) if mode == "driver" else 0), "one per driver process"
     seen = Counter(record.row for record in query.cluster.visible())
     expected = [row for batch in range(BATCHES) for row in rows_of(batch)]
     assert sorted(seen) == sorted(expected), "rows missing"
@@ -253,3 +289,18 @@ def test_drivers_killed_at_each_point_then_restarted_write_every_row_once(start_
     assert last["record-send-total"] == ROWS and last["transaction-commit-time-ms"] > 0
     log = [(r.batch_id, r.state) for r in query.cluster.appended]
     assert log[-1] == (str(BATCHES - 1), COMMITTED), log
+
+
+def test_a_micro_batch_too_big_for_the_driver_goes_to_the_job_and_the_driver_makes_its_producer_again(
+        start_query):
+    """Driver mode, batch 1 over the bound: its job's task 0 fences ``<prefix>-0``, so the sink
+    closes its producer before the job and makes a new one for batch 2 (a kept one would be
+    fenced there); every row once."""
+    query = start_query("driver", 2)
+    query.big = {1}
+    history = query.run()
+    seen = Counter(record.row for record in query.cluster.visible())
+    assert sorted(seen) == sorted(row for batch in range(BATCHES) for row in rows_of(batch))
+    assert set(seen.values()) == {1} and query.cluster.open_ids(PREFIX) == []
+    assert [history[b]["transaction-commit-total"] for b in range(BATCHES)] == [1, TASKS, 1, 1]
+    assert query.producers == 2

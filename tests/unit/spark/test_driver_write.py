@@ -17,6 +17,7 @@ from spark_kafka_sink.spark.driver_write import (
 from spark_kafka_sink.spark.metrics import SinkTaskMetrics
 from spark_kafka_sink.spark.options import DEFAULT_DRIVER_WRITE_MAX_ROWS, SinkConfig
 from spark_kafka_sink.spark.schema import Column, Kind, WriteSchema
+from spark_kafka_sink.spark.task import Outcome, run_in_transaction
 
 
 def batch(rows: int) -> pa.RecordBatch:
@@ -152,3 +153,47 @@ def test_a_batch_write_is_always_a_job(sink):
     frame = Frame(3)
     sink.write(frame)
     assert frame.calls == ["mapInArrow"] and Writer.runs == []
+
+
+class LiveProducer:
+    """The driver's transactional producer as ``run_in_transaction`` uses it: the calls kept."""
+
+    def __init__(self):
+        self.calls: list[str] = []
+
+    def __getattr__(self, name):
+        if name in ("begin_transaction", "flush", "abort_transaction", "close", "commit_transaction"):
+            return lambda *args, **kwargs: self.calls.append(name)
+        raise AttributeError(name)
+
+    def metrics_snapshot(self):
+        return SimpleNamespace(values={})
+
+    def resumable_transaction(self):
+        self.calls.append("resumable_transaction")
+        return "the open transaction"
+
+
+def eos_config() -> SinkConfig:
+    return SinkConfig.from_options({"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "t",
+                                    "delivery.guarantee": "exactly-once",
+                                    "transactional.id.prefix": "q"})
+
+
+def test_a_driver_transaction_is_handed_out_open_and_the_producer_kept():
+    producer = LiveProducer()
+    run = run_in_transaction(eos_config(), producer, DRIVER_TASK, lambda p, outcome: None, Outcome(),
+                             created=True)
+    assert producer.calls == ["begin_transaction", "flush", "resumable_transaction"]
+    assert run.transaction == "the open transaction" and run.producer_created
+
+
+def test_a_failed_driver_write_aborts_its_transaction_and_leaves_closing_to_the_sink():
+    producer = LiveProducer()
+
+    def send(p, outcome):
+        raise RuntimeError("the send broke")
+
+    with pytest.raises(RuntimeError, match="the send broke"):
+        run_in_transaction(eos_config(), producer, DRIVER_TASK, send, Outcome())
+    assert producer.calls == ["begin_transaction", "flush", "abort_transaction"]
