@@ -289,6 +289,9 @@ class Run:
     seconds: float | None = None
     cpu_ms_per_batch: CpuSplit | None = None
     detail: str = ""
+    driver_ms_per_batch: float | None = None
+    """This process's CPU (the driver's Python: the sink's own writes of small micro-batches, the
+    commits, and the bench's polling) per micro-batch."""
 
 
 def _plain(progress: Iterable[Any]) -> list[dict[str, Any]]:
@@ -305,6 +308,7 @@ def measure(ctx: Context, contender: str, rate: int, args: argparse.Namespace) -
         admin.create_topic(ctx.bootstrap, topic, TOPIC_PARTITIONS)
     checkpoint = str(Path(ctx.work) / f"checkpoint-{topic}")
     cpu_before = ctx.cpu.read()
+    driver_before = time.process_time()
     began = time.monotonic()
     error: BaseException | None = None
     progress: list[dict[str, Any]] = []
@@ -327,6 +331,7 @@ def measure(ctx: Context, contender: str, rate: int, args: argparse.Namespace) -
             started.close()
     seconds = time.monotonic() - began
     cpu = ctx.cpu.read() - cpu_before
+    driver_s = time.process_time() - driver_before
     figures = latency(progress, args.skip)
     reported = sum(b.rows for b in batches(progress))
     delivered = started.count() if started is not None else None
@@ -340,7 +345,8 @@ def measure(ctx: Context, contender: str, rate: int, args: argparse.Namespace) -
         status = "short" if detail else "ok"
     note = started.note(figures) if started is not None else ""
     return Run(contender, rate, status, figures, delivered, reported, seconds,
-               per_batch_ms(cpu, figures.batches), "; ".join(filter(None, [detail, note])))
+               per_batch_ms(cpu, figures.batches), "; ".join(filter(None, [detail, note])),
+               driver_s * 1000 / figures.batches if figures.batches else None)
 
 
 # --- set-up, report, main -----------------------------------------------------------------------
@@ -360,7 +366,7 @@ def _fmt(value: float | None, spec: str) -> str:
 def table(runs: Sequence[Run]) -> str:
     """One rate's runs as a table, notes below."""
     head = (f"{'contender':<30}{'addBatch median ms':>20}{'p90 ms':>8}{'counted':>9}{'rows/batch':>12}"
-            f"{'delivered':>11}{'CPU ms/batch: broker':>22}{'JVM':>6}{'Python':>8}  status")
+            f"{'delivered':>11}{'CPU ms/batch: broker':>22}{'JVM':>6}{'Python':>8}{'driver':>8}  status")
     lines = [head, "-" * len(head)]
     for run in runs:
         if run.status == "not available":
@@ -371,7 +377,8 @@ def table(runs: Sequence[Run]) -> str:
         lines.append(f"{LABELS[run.contender]:<30}{_fmt(lat and lat.median_ms, '.0f'):>20}"
                      f"{_fmt(lat and lat.p90_ms, '.0f'):>8}{counted:>9}{_fmt(lat and lat.rows_median, ',.0f'):>12}"
                      f"{_fmt(run.delivered, ',d'):>11}{_fmt(cpu and cpu.broker, '.0f'):>22}"
-                     f"{_fmt(cpu and cpu.jvm, '.0f'):>6}{_fmt(cpu and cpu.python, '.0f'):>8}  {run.status}")
+                     f"{_fmt(cpu and cpu.jvm, '.0f'):>6}{_fmt(cpu and cpu.python, '.0f'):>8}"
+                     f"{_fmt(run.driver_ms_per_batch, '.0f'):>8}  {run.status}")
     notes = [f"  {LABELS[r.contender]}: {r.detail}" for r in runs if r.detail and r.status != "not available"]
     return "\n".join(lines + (["notes:"] + notes if notes else []))
 
