@@ -13,21 +13,24 @@ written in order for each row, collected by a :class:`Parts`:
 - blobs (:class:`Blob`): a binary Arrow array, one value per row (strings and bytes, the items of
   an array column grouped by row), used as it is: no copy until the join.
 
-:meth:`Parts.join` turns each scalar run into a binary array and joins all parts row by row with
-``binary_join_element_wise`` (one ``memcpy`` per part and row, in C++). Every part takes a
-``present`` mask (``None``: every row): an absent row writes nothing, which is how a union writes
-only the branch a row takes. Nulls are joined as empty (``null_handling="replace"``; ``"skip"``
-drops a row whose parts are all null from the result, in the pyarrow versions tried).
+:meth:`Parts.join` turns each scalar run into a binary array and joins all parts row by row: the
+parts put end to end, then one ``take`` of their values in row order (one ``memcpy`` per part
+and row, in C++; faster than ``binary_join_element_wise``). Every part takes a ``present`` mask
+(``None``: every row): an absent row writes nothing, which is how a union writes only the branch
+a row takes. An absent blob is a null value, which the take writes as nothing. A run keeps its
+mask only when some row uses fewer bytes than its widest (an absent row, a shorter varint or
+decimal); the columns of a part are written one by one (numpy copies a tall, narrow block into
+strided columns much faster that way).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Union as TypingUnion
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..record.arrow_columns import as_binary
 
@@ -161,8 +164,31 @@ class Parts:
         pieces = [piece if piece.type == kind else piece.cast(kind) for piece in pieces]
         if len(pieces) == 1 and not pieces[0].null_count:
             return pieces[0]
-        return pc.binary_join_element_wise(*pieces, pa.scalar(b"", kind), null_handling="replace",
-                                           null_replacement=b"")
+        return _interleave(pieces, self.rows, kind)
+
+
+def _interleave(pieces: list[pa.Array], rows: int, kind: pa.DataType) -> pa.Array:
+    """Row ``i`` of every piece, joined, for each row (a null value joined as empty): the
+    pieces' values taken in row order (piece 0 row 0, piece 1 row 0, ..., piece 0 row 1, ...)
+    from the pieces put end to end, then every ``len(pieces)``-th offset of the result. The
+    take copies each value with one ``memcpy`` as ``binary_join_element_wise`` would, at about
+    two thirds of its time."""
+    count = len(pieces)
+    taken = pa.concat_arrays(pieces).take(_interleaving(count, rows))
+    offsets = offsets_of(taken)[::count]
+    large = pa.types.is_large_binary(kind)
+    data = taken.buffers()[2] if taken.buffers()[2] is not None else pa.py_buffer(b"")
+    return pa.Array.from_buffers(kind, rows, [None, pa.py_buffer(offsets.astype(np.int64 if large else np.int32)),
+                                              data])
+
+
+@functools.lru_cache(maxsize=8)
+def _interleaving(count: int, rows: int) -> pa.Array:
+    """The take indices of :func:`_interleave` (``count`` pieces of ``rows`` rows), kept for the
+    next batch of the same shape."""
+    dtype = np.int64 if count * rows > INT32_MAX else np.int32
+    at = np.arange(count, dtype=dtype)[None, :] * dtype(rows) + np.arange(rows, dtype=dtype)[:, None]
+    return pa.array(at.reshape(-1))
 
 
 def _total_bytes(array: pa.Array) -> int:
@@ -201,22 +227,27 @@ def _narrow(z: np.ndarray, most: int) -> np.ndarray:
     return z.astype(np.uint64, copy=False)
 
 
-def _width(part: Scalar) -> int:
+def _layout(part: Scalar) -> tuple[int, bool]:
+    """The columns ``part`` takes in a run's matrix, and whether some row uses fewer of them
+    (an absent row, a shorter varint or decimal)."""
     if isinstance(part, Varints):
-        return _size_of(part.z.max()) if len(part.z) else 1
+        if not len(part.z):
+            return 1, False
+        width = _size_of(part.z.max())
+        return width, part.present is not None or (width > 1 and _size_of(part.z.min()) < width)
     if isinstance(part, Constant):
-        return len(part.data)
-    return part.matrix.shape[1]
+        return len(part.data), part.present is not None
+    return part.matrix.shape[1], part.present is not None or isinstance(part, RaggedBytes)
 
 
 def _flatten(run: list[Scalar], rows: int) -> pa.Array:
     """A run of scalar parts as one binary array: each part written into its columns of one byte
     matrix, then the matrix flattened row by row through the mask of used bytes."""
-    widths = [_width(part) for part in run]
+    layouts = [_layout(part) for part in run]
+    widths = [w for w, _ in layouts]
     width = sum(widths)
     matrix = np.empty((rows, width), dtype=np.uint8)
-    ragged = any(part.present is not None or isinstance(part, RaggedBytes)
-                 or (isinstance(part, Varints) and w > 1) for part, w in zip(run, widths))
+    ragged = any(short for _, short in layouts)
     mask = np.ones((rows, width), dtype=bool) if ragged else None
     sizes = np.zeros(rows, dtype=np.int64) if ragged else None
     at = 0
@@ -247,17 +278,16 @@ def _write(part: Scalar, width: int, block: np.ndarray, used: np.ndarray | None,
         block[:] = np.frombuffer(part.data, dtype=np.uint8)
         _count_whole(width, present, used, sizes)
     elif isinstance(part, FixedBytes):
-        block[:] = part.matrix
+        _copy_columns(block, part.matrix)
         _count_whole(width, present, used, sizes)
     elif isinstance(part, RaggedBytes):
-        block[:] = part.matrix
+        _copy_columns(block, part.matrix)
         starts = width - part.lengths
-        used[:] = np.arange(width)[None, :] >= starts[:, None]
-        if present is not None:
-            used &= present[:, None]
-            sizes += np.where(present, part.lengths, 0)
-        else:
-            sizes += part.lengths
+        for k in range(width):
+            np.less_equal(starts, k, out=used[:, k])
+            if present is not None:
+                used[:, k] &= present
+        sizes += part.lengths if present is None else np.where(present, part.lengths, 0)
     else:
         _write_varints(part, width, block, used, sizes)
 
@@ -269,8 +299,16 @@ def _count_whole(width: int, present: np.ndarray | None, used: np.ndarray | None
     if present is None:
         sizes += width
     else:
-        used[:] = present[:, None]
+        for k in range(width):
+            used[:, k] = present
         sizes += present * width
+
+
+def _copy_columns(block: np.ndarray, matrix: np.ndarray) -> None:
+    """``block[:] = matrix`` one column at a time: numpy copies a tall, narrow block into the
+    strided columns of a wider matrix several times faster that way."""
+    for k in range(block.shape[1]):
+        block[:, k] = matrix[:, k]
 
 
 def _write_varints(part: Varints, width: int, block: np.ndarray, used: np.ndarray | None,
@@ -287,8 +325,9 @@ def _write_varints(part: Varints, width: int, block: np.ndarray, used: np.ndarra
         if k < width - 1:
             more = shifted > kind(0x7F)
             np.bitwise_or(byte, np.uint8(0x80), out=byte, where=more)
-            if present is not None:
-                more &= present
-            used[:, k + 1] = more
-            sizes += more
+            if used is not None:
+                if present is not None:
+                    more &= present
+                used[:, k + 1] = more
+                sizes += more
         block[:, k] = byte
