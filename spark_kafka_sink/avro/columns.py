@@ -25,14 +25,13 @@ strided columns much faster that way).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Union as TypingUnion
 
 import numpy as np
 import pyarrow as pa
 
-from ..record.arrow_columns import as_binary
+from ..record.arrow_columns import as_binary, interleave
 
 __all__ = [
     "Blob",
@@ -164,31 +163,7 @@ class Parts:
         pieces = [piece if piece.type == kind else piece.cast(kind) for piece in pieces]
         if len(pieces) == 1 and not pieces[0].null_count:
             return pieces[0]
-        return _interleave(pieces, self.rows, kind)
-
-
-def _interleave(pieces: list[pa.Array], rows: int, kind: pa.DataType) -> pa.Array:
-    """Row ``i`` of every piece, joined, for each row (a null value joined as empty): the
-    pieces' values taken in row order (piece 0 row 0, piece 1 row 0, ..., piece 0 row 1, ...)
-    from the pieces put end to end, then every ``len(pieces)``-th offset of the result. The
-    take copies each value with one ``memcpy`` as ``binary_join_element_wise`` would, at about
-    two thirds of its time."""
-    count = len(pieces)
-    taken = pa.concat_arrays(pieces).take(_interleaving(count, rows))
-    offsets = offsets_of(taken)[::count]
-    large = pa.types.is_large_binary(kind)
-    data = taken.buffers()[2] if taken.buffers()[2] is not None else pa.py_buffer(b"")
-    return pa.Array.from_buffers(kind, rows, [None, pa.py_buffer(offsets.astype(np.int64 if large else np.int32)),
-                                              data])
-
-
-@functools.lru_cache(maxsize=8)
-def _interleaving(count: int, rows: int) -> pa.Array:
-    """The take indices of :func:`_interleave` (``count`` pieces of ``rows`` rows), kept for the
-    next batch of the same shape."""
-    dtype = np.int64 if count * rows > INT32_MAX else np.int32
-    at = np.arange(count, dtype=dtype)[None, :] * dtype(rows) + np.arange(rows, dtype=dtype)[:, None]
-    return pa.array(at.reshape(-1))
+        return interleave(pieces, kind)
 
 
 def _total_bytes(array: pa.Array) -> int:

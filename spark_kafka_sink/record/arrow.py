@@ -5,9 +5,9 @@ row) :func:`encode_batches` returns the batches that appending the rows one by o
 ``RecordBatchBuilder(batch_size=...)`` would give, byte for byte, with no Python loop over rows:
 
 1. :func:`prepare_records` validates the columns and encodes everything about a record that does
-   not depend on its batch: the key, value and header length varints, and each row's header
-   bytes (all headers of all rows are joined in one ``binary_join_element_wise``; a row's header
-   bytes are then a zero-copy slice of that buffer). This gives each row's *tail size*: the
+   not depend on its batch: key and value lengths, header varints, and each row's header bytes
+   (all headers of all rows joined in one pass, :func:`~.arrow_columns.interleave`; a row's
+   header bytes are then a zero-copy slice of that buffer). This gives each row's *tail size*: the
    bytes after its offset delta.
 2. :func:`plan_batches` splits the rows into batches with the builder's fill rule. A record's size
    depends on its batch (its timestamp and offset deltas are relative to the batch's first
@@ -17,9 +17,9 @@ row) :func:`encode_batches` returns the batches that appending the rows one by o
    its offset delta's varint width, so a few cumulative sums over all rows, made once, serve
    every batch (:class:`_FlatSizes`): a handful of scalar operations per batch.
 3. :func:`encode_records` writes each row's head (length, attributes, timestamp delta, offset
-   delta, key length: five varints, written for all rows with one numpy scatter per varint byte
-   position) and joins head, key, value length, value, header count and header bytes element-wise
-   with ``pyarrow.compute.binary_join_element_wise``. The data buffer of the result is the
+   delta, key length and, with no key column, value length: varints, written for all rows with
+   one numpy pass per varint byte position) and joins head, key, value length, value, header
+   count and header bytes row by row (:func:`~.arrow_columns.interleave`). The data buffer of the result is the
    records sections of all batches, back to back; batch ``b`` is one slice of it.
 4. Each slice becomes a :meth:`RecordBatchBuilder.from_records` builder, so header, CRC,
    compression and producer state (idempotent retries) are the builder's own code. Each is
@@ -27,8 +27,8 @@ row) :func:`encode_batches` returns the batches that appending the rows one by o
    header), so a queued batch holds exactly its own bytes rather than a share of the whole
    encoding buffer, and its first ``build()`` copies nothing more.
 
-Why the Arrow join rather than a numpy scatter of every byte into one buffer: the join copies
-keys and values with one ``memcpy`` per field in C++, while numpy needs an index (or a mask) per
+Why an Arrow join rather than a numpy scatter of every byte into one buffer: it copies keys
+and values with one ``memcpy`` per field in C++, while numpy needs an index (or a mask) per
 output *byte* to interleave variable-length fields; the join is the faster of the two
 (bench/README.md, "Figures behind design choices") and needs no per-byte temporary. The heads
 themselves are dense numpy (see :func:`_varint_column`).
@@ -42,6 +42,7 @@ key is an error naming the row.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -50,7 +51,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..bytecodec import INT32_MAX, write_varint
-from .arrow_columns import as_binary, binary_offsets, byte_lengths, has_offsets
+from .arrow_columns import as_binary, binary_offsets, byte_lengths, has_offsets, interleave
 from .builder import RecordBatchBuilder
 from .codecs import CompressionType, codec_for
 from .layout import HEADER_SIZE, MAX_RECORD_OVERHEAD
@@ -73,7 +74,6 @@ _MIN_WINDOW = 64
 # offset deltas whose varint takes 1, 2, 3, 4 bytes (an int32 delta never needs 5: 2**27 rows of
 # at least 7 bytes exceed any batch.size)
 _DELTA_CLASSES = ((0, 64), (64, 1 << 13), (1 << 13, 1 << 20), (1 << 20, 1 << 27))
-_EMPTY_HEADERS = pa.scalar(b"\x00", pa.binary())  # a header count of 0
 
 
 # --- results ------------------------------------------------------------------------------------
@@ -83,8 +83,8 @@ class ArrowRecords:
     """One partition's rows, validated, with everything that does not depend on the batch.
 
     ``keys``/``values`` are binary (or large_binary) views of the input columns (``keys`` is
-    ``None`` for no key column); ``value_lengths`` the value-length varint column (-1 for a
-    null); ``header_counts``/``header_bytes`` the header-count varint column and each row's
+    ``None`` for no key column); ``value_lengths`` the values' lengths (-1 for a null: what the
+    record's value-length varint says); ``header_counts``/``header_bytes`` the header-count varint column and each row's
     encoded headers (``None`` for no headers column). ``tail_sizes[i]`` is how many bytes row
     ``i`` takes after its offset delta: key, value and headers with their length varints.
     """
@@ -94,7 +94,7 @@ class ArrowRecords:
     keys: pa.Array | None
     key_lengths: np.ndarray  # -1 for a null key (or no key column)
     values: pa.Array
-    value_lengths: pa.Array
+    value_lengths: np.ndarray  # -1 for a null value
     header_counts: pa.Array | None
     header_bytes: pa.Array | None
     tail_sizes: np.ndarray
@@ -222,8 +222,8 @@ def prepare_records(value: Any, key: Any = None, headers: Any = None, *, timesta
         tail += header_sizes
     if keys is not None and keys.null_count == n:
         keys = None  # nothing to copy: every key is written as its length -1
-    return ArrowRecords(n, timestamps, keys, key_lengths, values, _varint_column(n, [value_lengths]),
-                        header_counts, header_bytes, tail)
+    return ArrowRecords(n, timestamps, keys, key_lengths, values, value_lengths, header_counts, header_bytes,
+                        tail)
 
 
 def plan_batches(records: ArrowRecords, batch_size: int, *,
@@ -286,7 +286,10 @@ def encode_records(records: ArrowRecords, plan: BatchPlan) -> list[memoryview]:
         timestamp_sizes = _varint_sizes(_zigzag(timestamp_deltas))
     offset_sizes = _varint_sizes((offset_deltas << 1).view(np.uint64))  # deltas >= 0: zig-zag is 2x
     body_lengths = 1 + timestamp_sizes + offset_sizes + records.tail_sizes
-    heads = _varint_column(n, [body_lengths, 0, timestamp_deltas, offset_deltas, records.key_lengths])
+    head_fields = [body_lengths, 0, timestamp_deltas, offset_deltas, records.key_lengths]
+    if records.keys is None:  # the value's length follows the key's at once
+        head_fields.append(records.value_lengths)
+    heads = _varint_column(n, head_fields)
     total = int(plan.sizes.sum())
     joined = _join_rows(heads, records, large=total > INT32_MAX)
     offsets = binary_offsets(joined)
@@ -605,20 +608,22 @@ def _size_of_zigzag(z: int) -> int:
 # --- joining ------------------------------------------------------------------------------------
 
 def _join_rows(heads: pa.Array, records: ArrowRecords, *, large: bool) -> pa.Array:
-    """Every record, whole: head, key, value length, value, header count, headers."""
-    pieces: list[pa.Array | pa.Scalar] = [heads]
+    """Every record, whole: head, key, value length, value, header count, headers (the value's
+    length is in the head when there is no key column)."""
+    pieces: list[pa.Array] = [heads]
     if records.keys is not None:
-        pieces.append(records.keys)
-    pieces += [records.value_lengths, records.values]
+        pieces += [records.keys, _varint_column(records.count, [records.value_lengths])]
+    pieces.append(records.values)
     if records.header_counts is None:
-        pieces.append(_EMPTY_HEADERS)
+        pieces.append(_no_headers(records.count))
     else:
         pieces += [records.header_counts, records.header_bytes]
     return _join(pieces, large=large)
 
 
-def _join(pieces: list, *, large: bool) -> pa.Array:
-    """``pieces`` concatenated row by row (nulls contribute nothing), in one Arrow kernel.
+def _join(pieces: list[pa.Array], *, large: bool) -> pa.Array:
+    """``pieces`` concatenated row by row (nulls contribute nothing), in one Arrow kernel
+    (:func:`~.arrow_columns.interleave`).
 
     The kernel wants one type throughout: binary, or large_binary when any piece is large or
     ``large`` says the result may pass 2 GiB.
@@ -627,8 +632,14 @@ def _join(pieces: list, *, large: bool) -> pa.Array:
     kind = pa.large_binary() if large else pa.binary()
     pool = encoder_memory_pool()
     pieces = [p if p.type == kind else p.cast(kind, memory_pool=pool) for p in pieces]
-    separator = pa.scalar(b"", kind)
-    return pc.binary_join_element_wise(*pieces, separator, null_handling="skip", memory_pool=pool)
+    return interleave(pieces, kind, memory_pool=pool)
+
+
+@functools.lru_cache(maxsize=4)
+def _no_headers(n: int) -> pa.Array:
+    """``n`` header counts of 0: one zero byte a row."""
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32)),
+                                                  pa.py_buffer(bytes(n))])
 
 
 def encoder_memory_pool() -> pa.MemoryPool:

@@ -5,15 +5,22 @@ view of a string column. ``record/arrow.py`` (encoding), ``producer/arrow/send.p
 Binary, string and their large variants are read straight from their offsets buffer (numpy, no
 Arrow kernel, the array's slice applied); other byte types (binary/string views, fixed-size
 binary) are cast to large_binary first.
+
+The other way, :func:`interleave` joins binary columns row by row (row ``i`` of each, one after
+another) into one: the record encoder (``record/arrow.py``) builds its records with it, the Avro
+encoder (``avro/columns.py``) its bodies.
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = ["as_binary", "binary_offsets", "byte_lengths", "has_offsets", "is_binary_view",
-           "is_bytes", "is_string_view"]
+           "interleave", "is_bytes", "is_string_view"]
 
 # binary_view and string_view exist from pyarrow 16 on; before, no array can have them
 is_binary_view = getattr(pa.types, "is_binary_view", lambda kind: False)
@@ -65,3 +72,53 @@ def as_binary(array: pa.Array) -> pa.Array:
     if pa.types.is_large_string(kind):
         return array.view(pa.large_binary())
     return array.cast(pa.large_binary())
+
+
+def interleave(pieces: list[pa.Array], kind: pa.DataType, memory_pool: pa.MemoryPool | None = None) -> pa.Array:
+    """Row ``i`` of every piece joined, for each row, as one array of ``kind`` (``binary``, or
+    ``large_binary`` where the result may pass 2 GiB), with no nulls: a null value joins as
+    empty. ``pieces``: binary arrays of ``kind``, all of the same length.
+
+    Two kernels give the same bytes. Many short values (the parts of an Avro body, a record's
+    head and a short value): the pieces put end to end, their values taken in row order (piece 0
+    row 0, piece 1 row 0, ..., piece 0 row 1, ...) with one ``take``, and the result's rows
+    start at every ``len(pieces)``-th offset of that; that costs a copy of the pieces but about
+    60% of the time of ``binary_join_element_wise`` per value. Longer values, or more bytes than
+    stay in the CPU's caches, go through that join, which copies each byte once."""
+    count, rows = len(pieces), len(pieces[0])
+    total = sum(_data_bytes(piece) for piece in pieces)
+    if total > _TAKE_MOST_BYTES or total > _TAKE_MEAN_BYTES * count * rows:
+        return pc.binary_join_element_wise(*pieces, pa.scalar(b"", kind), null_handling="replace",
+                                           null_replacement=b"", memory_pool=memory_pool)
+    combined = pa.concat_arrays(pieces, memory_pool=memory_pool)
+    taken = pc.take(combined, _interleaving(count, rows), memory_pool=memory_pool)
+    large = pa.types.is_large_binary(kind)
+    offsets = np.frombuffer(taken.buffers()[1], dtype=np.int64 if large else np.int32)[:count * rows + 1:count]
+    data = taken.buffers()[2] if taken.buffers()[2] is not None else pa.py_buffer(b"")
+    return pa.Array.from_buffers(kind, rows, [None, pa.py_buffer(np.ascontiguousarray(offsets)), data])
+
+
+def _data_bytes(array: pa.Array) -> int:
+    """The bytes of a binary array's values (its slice's)."""
+    if not len(array):
+        return 0
+    dtype = np.int64 if pa.types.is_large_binary(array.type) else np.int32
+    raw = np.frombuffer(array.buffers()[1], dtype=dtype)
+    return int(raw[array.offset + len(array)]) - int(raw[array.offset])
+
+
+_TAKE_MOST_BYTES = 4 << 20
+"""The most bytes :func:`interleave` joins with a ``take``: past that (beyond the CPU's caches)
+the copy it makes costs more than the take saves."""
+_TAKE_MEAN_BYTES = 64
+"""The longest mean value :func:`interleave` joins with a ``take``: longer values cost more to copy
+twice than their count costs in the join."""
+
+
+@functools.lru_cache(maxsize=8)
+def _interleaving(count: int, rows: int) -> pa.Array:
+    """The take indices of :func:`interleave` for ``count`` pieces of ``rows`` rows, kept for the
+    next batch of the same shape."""
+    dtype = np.int64 if count * rows > (1 << 31) - 1 else np.int32
+    at = np.arange(count, dtype=dtype)[None, :] * dtype(rows) + np.arange(rows, dtype=dtype)[:, None]
+    return pa.array(at.reshape(-1))
