@@ -90,8 +90,11 @@ def plan_partitions(topic: str, view: TopicView, *, rows: int, keys: Any = None,
     if len(unassigned):
         if sticky is None or sizes is None:
             raise ValueError("rows without a key or a partition need a sticky partitioner and sizes")
-        partitions[unassigned] = sticky_runs(topic, view, sticky, np.asarray(sizes)[unassigned],
-                                             batch_size=batch_size)
+        if len(unassigned) == rows:  # every row: no copy of the sizes, no scatter
+            partitions = sticky_runs(topic, view, sticky, np.asarray(sizes), batch_size=batch_size)
+        else:
+            partitions[unassigned] = sticky_runs(topic, view, sticky, np.asarray(sizes)[unassigned],
+                                                 batch_size=batch_size)
     return PartitionPlan(partitions, group_by_partition(partitions))
 
 
