@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from spark_kafka_sink.record.arrow_columns import (as_binary, binary_offsets, byte_lengths,
-                                                  is_string_view)
+                                                  interleave, is_string_view)
 
 VALUES = [b"", b"a", None, b"\xc3\xa9t\xc3\xa9", b"x" * 300, None, b"z"]
 VIEWS = [pa.binary_view(), pa.string_view()] if hasattr(pa, "binary_view") else []  # pyarrow 16+
@@ -40,3 +40,19 @@ def test_a_fixed_size_binary_column_is_read_through_a_cast():
     column = pa.array([b"ab", None, b"cd"], pa.binary(2))
     assert byte_lengths(column, null_length=-1).tolist() == [2, -1, 2]
     assert as_binary(column).type == pa.large_binary()
+
+
+@pytest.mark.parametrize("kind", [pa.binary(), pa.large_binary()], ids=str)
+@pytest.mark.parametrize("long_values", [False, True], ids=["take", "join"])
+@pytest.mark.parametrize("start, stop", [(0, 7), (2, 6), (3, 3)])
+def test_interleave_joins_each_row_of_sliced_pieces_with_nulls_as_empty(kind, long_values, start, stop):
+    """Both kernels (the take for short values, the join past a mean of 64 bytes) give each row's
+    pieces back to back, a null as nothing, with no null rows of their own."""
+    other = [b"h%d" % i for i in range(7)]
+    tail = [None, b"t", b"", None, b"tt", b"\x00", b"ttt"]
+    values = [v * (100 if long_values and v else 1) if v is not None else None for v in VALUES]
+    pieces = [pa.array(column, kind).slice(start, stop - start) for column in (other, values, tail)]
+    joined = interleave(pieces, kind)
+    assert joined.type == kind and joined.null_count == 0
+    assert joined.to_pylist() == [b"".join(p or b"" for p in row)
+                                  for row in zip(other[start:stop], values[start:stop], tail[start:stop])]
