@@ -89,3 +89,13 @@ def test_delivery_must_cover_every_reported_batch():
 def test_cpu_is_split_per_batch_in_milliseconds():
     assert per_batch_ms(CpuSplit(1.0, 2.0, 0.5), 10) == CpuSplit(100.0, 200.0, 50.0)
     assert per_batch_ms(CpuSplit(1.0, 2.0, 0.5), 0) is None
+
+
+def test_kafkasinks_collection_before_a_job_is_allowed_for_once():
+    from bench.streaming import SOURCE_PARTITIONS, collection_allowance
+
+    allowance = collection_allowance("ours", 5000)
+    assert allowance == 5001 * SOURCE_PARTITIONS and collection_allowance("ours-eos", 5000) == allowance
+    assert collection_allowance("ours", 0) == 0 and collection_allowance("builtin", 5000) == 0
+    assert shortfall(480_000, 500_000, 20_004) == ""
+    assert shortfall(479_000, 500_000, 20_004).startswith("479,000 delivered")
