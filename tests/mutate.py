@@ -204,13 +204,13 @@ MUTANTS: list[Mutant] = [
            """    except BaseException:
         _abort_quietly(producer)
         raise
-    finally:""",
+    return TaskRun(""",
            """    except BaseException:
         raise
-    finally:""", WRITER_TESTS),
+    return TaskRun(""", WRITER_TESTS + (f"{U}/spark/test_driver_write.py",)),
     Mutant("writer-transactional-producer-not-closed", TK,
            """    finally:
-        producer.close(timeout_s)""",
+        producer.close(producer_config.delivery_timeout_ms / 1000)""",
            """    finally:
         pass""", WRITER_TESTS),
     Mutant("writer-transaction-outside-a-task", TK,
@@ -397,15 +397,6 @@ MUTANTS: list[Mutant] = [
     Mutant("driver-write-guess-never-learns", SK,
            "            self._small.saw(_rows_of(metrics))\n        else:",
            "            pass\n        else:", (f"{U}/spark/test_driver_write.py",)),
-    Mutant("driver-failed-write-leaves-transaction-open", TK,
-           """    except BaseException:
-        _abort_quietly(producer)
-        raise
-    return TaskRun(info, outcome, before, after, created, started, transaction)""",
-           """    except BaseException:
-        raise
-    return TaskRun(info, outcome, before, after, created, started, transaction)""",
-           (f"{U}/spark/test_driver_write.py",)),
     Mutant("registry-latest-version-also-registers", SRK,
            """        values["auto_register_schemas"] = False""", """        pass""", REGISTRY_TESTS),
 ]

@@ -249,6 +249,14 @@ def run_in_transaction(config: SinkConfig, producer: KafkaProducer, info: TaskIn
     run (its metrics say so)."""
     started = time.monotonic()
     _with_dead_letters(config, info, outcome, batch_id)
+    return _in_transaction(config, producer, info, send, outcome, started, created)
+
+
+def _in_transaction(config: SinkConfig, producer: KafkaProducer, info: TaskInfo,
+                    send: Callable[[Any, Outcome], None], outcome: Outcome, started: float,
+                    created: bool) -> TaskRun:
+    """One transaction on ``producer`` (its transactions initialised): begin, send, the bounded
+    flush, settle, check, then hand it out open. A failure aborts it; ``producer`` stays open."""
     timeout_ms = config.transactional_config(info.partition_id).delivery_timeout_ms
     try:
         producer.begin_transaction()
@@ -285,22 +293,15 @@ def _run_transactional_task(config: SinkConfig, info: TaskInfo, send: Callable[[
         raise PartitionWriteError("exactly-once writes run inside Spark tasks: no task partition id")
     producer_config = config.transactional_config(info.partition_id)
     producer = KafkaProducer(producer_config)
-    timeout_s = producer_config.delivery_timeout_ms / 1000
     try:
-        producer.init_transactions()
-        producer.begin_transaction()
-        before = producer.metrics_snapshot()
-        _flushed(producer, lambda: send(producer, outcome), producer_config.delivery_timeout_ms)
-        outcome.settle(timeout_s)
-        after = producer.metrics_snapshot()
-        outcome.check()
-        transaction = producer.resumable_transaction()
-    except BaseException:
-        _abort_quietly(producer)
-        raise
+        try:
+            producer.init_transactions()
+        except BaseException:
+            _abort_quietly(producer)
+            raise
+        return _in_transaction(config, producer, info, send, outcome, started, True)
     finally:
-        producer.close(timeout_s)
-    return TaskRun(info, outcome, before, after, True, started, transaction)
+        producer.close(producer_config.delivery_timeout_ms / 1000)
 
 
 def _abort_quietly(producer: KafkaProducer) -> None:
