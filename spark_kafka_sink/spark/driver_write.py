@@ -4,23 +4,24 @@
 A distributed write of a micro-batch of a few thousand rows costs more in its fixed part (a Python
 worker per task, Arrow both ways, a stats row back) than in its rows. So before the distributed
 job, ``KafkaSink`` (arrow mode, in ``foreachBatch``; ``write(df)`` is a batch job's, always
-distributed) collects at most ``max_rows + 1`` rows of the sink's frame to the
-driver as Arrow: one Spark job, in the JVM alone (:func:`collect_small`). When at most
-``max_rows`` came back, that is the whole micro-batch: the driver writes it with the writer a task
-runs (:class:`~.arrow_writer.ArrowWriter`, as task 0, attempt 0), so it is checked, counted,
+distributed) collects at most ``max_rows + 1`` rows of the sink's frame to the driver as Arrow:
+one Spark job, in the JVM alone (:func:`collect_small`). When at most ``max_rows`` came back,
+that is the whole micro-batch: the driver writes it with the writer a task runs
+(:class:`~.arrow_writer.ArrowWriter`, as task 0, attempt 0), so it is checked, counted,
 dead-lettered and (exactly-once) transacted as a task's partition is: at least once through the
 driver's pooled producer, exactly once through :func:`transactional_producer`'s, which the sink
-keeps between such micro-batches and commits with. When more came back, the rows collected are dropped and the batch goes the
-distributed way; its upstream is then computed again (the first time only up to the first
-``max_rows + 1`` rows of each Spark partition, as Spark's ``limit`` stops early).
+keeps between such micro-batches and commits with. When more came back, the rows collected are
+dropped and the batch goes the distributed way; its upstream is then computed again (the first
+time only up to the first ``max_rows + 1`` rows of each Spark partition, as Spark's ``limit``
+stops early).
 
 :class:`SmallBatchGuess` spares a stream that runs big that second computation: after a
 micro-batch of more than ``max_rows`` rows the next one goes the distributed way at once; after a
 small one (and for the first) the driver collects first. A distributed micro-batch counts as
-small when its tasks wrote at most ``max_rows`` records (sent, failed or skipped), so a stream
-that slows down comes back to the driver. ``max_rows=0`` turns it off. Spark
-Connect sessions before PySpark 4.0 cannot collect as Arrow (:func:`collect_arrow` returns
-``None``): their batches go the distributed way.
+small when its tasks wrote at most ``max_rows`` records (sent or failed), so a stream that slows
+down comes back to the driver. ``max_rows=0`` turns it off. Spark Connect sessions before
+PySpark 4.0 cannot collect as Arrow (:func:`collect_arrow` returns ``None``): their batches go
+the distributed way.
 """
 
 from __future__ import annotations
