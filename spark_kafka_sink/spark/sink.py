@@ -133,11 +133,12 @@ class KafkaSink:
             self._publish_figures(batch_id, figures, time.monotonic() - started)
             return
         if self._config.mode == ARROW:
-            small = self._collect_small(df, write_schema, batch_id)
+            frame = sink_frame(df, write_schema, flat=True)
+            small = self._collect_small(frame, batch_id)
             if small is not None:
                 metrics = self._driver_writer(write_schema, batch_id).run(small.batches).metrics()
             else:
-                metrics = self._write_arrow(df, write_schema, batch_id)
+                metrics = self._write_arrow(frame, write_schema, batch_id)
             self._small.saw(_rows_of(metrics))
         else:
             metrics = self._write_rows(df, write_schema, batch_id)
@@ -149,18 +150,20 @@ class KafkaSink:
             return
         self._publish(batch_id, metrics, seconds)
 
-    def _write_arrow(self, df: Any, write_schema: WriteSchema, batch_id: int | None) -> SinkTaskMetrics:
-        """``mapInArrow`` over the sink columns; the tasks' stats rows, merged."""
+    def _write_arrow(self, frame: Any, write_schema: WriteSchema,
+                     batch_id: int | None) -> SinkTaskMetrics:
+        """``mapInArrow`` over ``frame`` (the sink's columns, :func:`sink_frame`); the tasks' stats
+        rows, merged."""
         writer = ArrowWriter(self._task_config, write_schema, batch_id=batch_id, flat=True)
-        return merge_stats(sink_frame(df, write_schema, flat=True).mapInArrow(writer, STATS_SCHEMA).collect())
+        return merge_stats(frame.mapInArrow(writer, STATS_SCHEMA).collect())
 
-    def _collect_small(self, df: Any, write_schema: WriteSchema,
-                       batch_id: int | None) -> SmallBatch | None:
-        """The whole micro-batch on the driver when it is small and was guessed so
-        (:mod:`.driver_write`); ``None``: write it the distributed way, as every ``write(df)``."""
+    def _collect_small(self, frame: Any, batch_id: int | None) -> SmallBatch | None:
+        """The whole micro-batch (``frame``, the sink's columns) on the driver when it is small and
+        was guessed so (:mod:`.driver_write`); ``None``: write it the distributed way, as every
+        ``write(df)``."""
         if batch_id is None or not self._small.try_driver():
             return None
-        return collect_small(sink_frame(df, write_schema, flat=True), self._small.max_rows)
+        return collect_small(frame, self._small.max_rows)
 
     def _driver_writer(self, write_schema: WriteSchema, batch_id: int | None) -> ArrowWriter:
         """The writer a task runs, run by the driver as task 0 (:data:`.driver_write.DRIVER_TASK`)."""
@@ -198,7 +201,8 @@ class KafkaSink:
         jobs = JobWatch.start(df)
         live = None                                # the driver's producer, when it wrote
         try:
-            small = self._collect_small(df, write_schema, batch_id) if rdd is None else None
+            frame = sink_frame(df, write_schema, flat=True) if rdd is None else None
+            small = self._collect_small(frame, batch_id) if frame is not None else None
             if small is not None:
                 partitions = 1  # the driver wrote as task 0: a failure fences that id alone
                 live, created = self._driver_producer_for_batch()
@@ -207,7 +211,7 @@ class KafkaSink:
                 metrics, transactions = run.metrics(), [run.transaction]
             elif rdd is None:
                 self._drop_driver_producer()       # task 0 of the job fences <prefix>-0
-                rows = sink_frame(df, write_schema, flat=True).mapInArrow(
+                rows = frame.mapInArrow(
                     ArrowWriter(self._task_config, write_schema, batch_id=batch_id, flat=True),
                     STATS_SCHEMA).collect()
                 metrics, transactions = merge_stats(rows), stats_transactions(rows)
