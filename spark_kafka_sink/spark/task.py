@@ -249,15 +249,16 @@ def run_in_transaction(config: SinkConfig, producer: KafkaProducer, info: TaskIn
     run (its metrics say so)."""
     started = time.monotonic()
     _with_dead_letters(config, info, outcome, batch_id)
-    return _in_transaction(config, producer, info, send, outcome, started, created)
+    return _in_transaction(producer, config.producer_config.delivery_timeout_ms, info, send, outcome,
+                           started, created)
 
 
-def _in_transaction(config: SinkConfig, producer: KafkaProducer, info: TaskInfo,
+def _in_transaction(producer: KafkaProducer, timeout_ms: int, info: TaskInfo,
                     send: Callable[[Any, Outcome], None], outcome: Outcome, started: float,
                     created: bool) -> TaskRun:
-    """One transaction on ``producer`` (its transactions initialised): begin, send, the bounded
-    flush, settle, check, then hand it out open. A failure aborts it; ``producer`` stays open."""
-    timeout_ms = config.transactional_config(info.partition_id).delivery_timeout_ms
+    """One transaction on ``producer`` (its transactions initialised): begin, send, the flush
+    bounded by ``timeout_ms`` (``delivery.timeout.ms``), settle, check, then hand it out open. A
+    failure aborts it; ``producer`` stays open."""
     try:
         producer.begin_transaction()
         before = producer.metrics_snapshot()
@@ -299,7 +300,8 @@ def _run_transactional_task(config: SinkConfig, info: TaskInfo, send: Callable[[
         except BaseException:
             _abort_quietly(producer)
             raise
-        return _in_transaction(config, producer, info, send, outcome, started, True)
+        return _in_transaction(producer, producer_config.delivery_timeout_ms, info, send, outcome,
+                               started, True)
     finally:
         producer.close(producer_config.delivery_timeout_ms / 1000)
 
