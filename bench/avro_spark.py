@@ -50,8 +50,9 @@ from . import admin
 from .cpu import CpuMeter, proc_stat, spark_jvm
 from .peers import SETTINGS, Settings
 from .spark import (CODECS, CONNECTOR, DF_PARTITIONS, PROVIDED_BY_SPARK, TOPIC_PARTITIONS, Attempt, Deadline,
-                    Packages, Ratio, _fmt, _status, best, count_batches, kafka_options, ratios, start_session,
+                    Packages, Ratio, _status, best, count_batches, kafka_options, ratios, start_session,
                     stop_session, table, warm_up)
+from .table import cell
 from .workers import WorkerPeaks
 
 CONTENDERS = ("spark-avro", "ours-avro", "noop-arrow")
@@ -465,7 +466,7 @@ def run(args: argparse.Namespace, bootstrap: str, broker_pid: int | None, regist
                     which = f"{resolved or 'packages ' + connector.version} on Spark {connector.spark_version}"
                     attempt = replace(attempt, detail="; ".join(filter(None, [which, attempt.detail])))
                 print(f"  [{round_ + 1}/{args.repeat}] {LABELS[contender]}: "
-                      f"{_fmt(attempt.rows_per_s, ',.0f')} rows/s ({attempt.status})", flush=True)
+                      f"{cell(attempt.rows_per_s, ',.0f')} rows/s ({attempt.status})", flush=True)
                 attempts[contender].append((attempt, topic))
         for contender in args.contenders:
             kept = best([a for a, _ in attempts[contender]])

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from . import admin, javaprod
 from .peers import SETTINGS
+from .table import cell
 
 CLIENTS = ("ours", "ours-arrow", "kafka-python", "confluent", "java")
 LABELS = {"ours": "spark-kafka-sink", "ours-arrow": "ours send_arrow", "kafka-python": "kafka-python",
@@ -128,10 +129,6 @@ def measure(client: str, bootstrap: str, args) -> Row:
     return row
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def table(rows: list[Row]) -> str:
     rates = {row.client: row.msgs_per_s for row in rows}
 
@@ -147,9 +144,9 @@ def table(rows: list[Row]) -> str:
         if row.status == "unavailable" and row.client == "ours":
             lines.append(f"{LABELS[row.client]:<20}spark-kafka-sink producer: not available yet")
             continue
-        lines.append(f"{LABELS[row.client]:<20}{row.landed:>10}{_fmt(row.seconds, '.2f'):>9}"
-                     f"{_fmt(row.msgs_per_s, ',.0f'):>10}{_fmt(ratio(row, 'kafka-python'), '.2f'):>12}"
-                     f"{_fmt(ratio(row, 'confluent'), '.2f'):>13}{_fmt(row.peak_rss_mb, '.0f'):>13}"
+        lines.append(f"{LABELS[row.client]:<20}{row.landed:>10}{cell(row.seconds, '.2f'):>9}"
+                     f"{cell(row.msgs_per_s, ',.0f'):>10}{cell(ratio(row, 'kafka-python'), '.2f'):>12}"
+                     f"{cell(ratio(row, 'confluent'), '.2f'):>13}{cell(row.peak_rss_mb, '.0f'):>13}"
                      f"  {row.status}")
     notes = [f"  {LABELS[r.client]}: {r.detail}" for r in rows if r.detail]
     return "\n".join(lines + (["notes:"] + notes if notes else []))
@@ -189,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             if row.client == "ours" and row.status == "unavailable":
                 print("spark-kafka-sink producer: not available yet", flush=True)
             else:
-                print(f"  {LABELS[client]}: {_fmt(row.msgs_per_s, ',.0f')} msgs/s ({row.status})", flush=True)
+                print(f"  {LABELS[client]}: {cell(row.msgs_per_s, ',.0f')} msgs/s ({row.status})", flush=True)
             rows.append(row)
     print()
     print(table(rows))

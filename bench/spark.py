@@ -49,6 +49,7 @@ from typing import Any
 from . import admin
 from .cpu import CpuMeter, CpuSplit, spark_jvm
 from .peers import SETTINGS, Settings
+from .table import cell
 from .workers import WorkerPeaks
 
 CONTENDERS = ("ours-arrow", "ours-tolerant", "ours-eos", "ours-rows", "builtin", "ours-defaults",
@@ -587,10 +588,6 @@ def warm_up(spark: Any) -> None:
     small.mapInArrow(count_batches, "rows long").collect()
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def table(rows: list[Attempt], labels: dict[str, str] = LABELS, reference: str = "builtin") -> str:
     """The kept attempts as a table; ``vs built-in`` divides by the ``reference`` contender's rows/s."""
     builtin = next((r.rows_per_s for r in rows if r.contender == reference and r.status == "ok"), None)
@@ -603,11 +600,11 @@ def table(rows: list[Attempt], labels: dict[str, str] = LABELS, reference: str =
             continue
         vs = row.rows_per_s / builtin if builtin and row.rows_per_s else None
         cpu = row.cpu
-        lines.append(f"{labels[row.contender]:<28}{row.rows:>10}{_fmt(row.seconds, '.2f'):>9}"
-                     f"{_fmt(row.rows_per_s, ',.0f'):>11}{_fmt(vs, '.2f'):>13}"
-                     f"{_fmt(row.worker_rss_mb, '.0f'):>15}{_fmt(cpu and cpu.broker, '.2f'):>18}"
-                     f"{_fmt(cpu and cpu.jvm, '.2f'):>6}{_fmt(cpu and cpu.python, '.2f'):>8}"
-                     f"{_fmt(cpu and cpu.total, '.2f'):>7}  {row.status}")
+        lines.append(f"{labels[row.contender]:<28}{row.rows:>10}{cell(row.seconds, '.2f'):>9}"
+                     f"{cell(row.rows_per_s, ',.0f'):>11}{cell(vs, '.2f'):>13}"
+                     f"{cell(row.worker_rss_mb, '.0f'):>15}{cell(cpu and cpu.broker, '.2f'):>18}"
+                     f"{cell(cpu and cpu.jvm, '.2f'):>6}{cell(cpu and cpu.python, '.2f'):>8}"
+                     f"{cell(cpu and cpu.total, '.2f'):>7}  {row.status}")
     notes = [f"  {labels[r.contender]}: {r.detail}" for r in rows if r.detail and r.status != "not available"]
     return "\n".join(lines + (["notes:"] + notes if notes else []))
 
@@ -624,7 +621,7 @@ class Ratio:
     peer_cpu: CpuSplit | None = None
 
     def line(self, labels: dict[str, str] = LABELS) -> str:
-        shown = _fmt(self.value, '.2f') if self.value else 'n/a'
+        shown = cell(self.value, '.2f') if self.value else 'n/a'
         text = f"{labels[self.ours]} / {labels[self.peer]}: {shown}"
         if self.ours_cpu and self.peer_cpu:
             a, b = self.ours_cpu, self.peer_cpu
@@ -718,7 +715,7 @@ def run(args: argparse.Namespace, bootstrap: str, broker_pid: int | None = None)
                         which = f"connector {connector.version} on Spark {connector.spark_version}"
                         attempt = replace(attempt, detail="; ".join(filter(None, [which, attempt.detail])))
                     print(f"  [{round_ + 1}/{args.repeat}] {LABELS[contender]}: "
-                          f"{_fmt(attempt.rows_per_s, ',.0f')} rows/s ({attempt.status})", flush=True)
+                          f"{cell(attempt.rows_per_s, ',.0f')} rows/s ({attempt.status})", flush=True)
                 attempts[contender].append(attempt)
     finally:
         stop_session(spark)

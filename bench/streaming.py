@@ -45,6 +45,7 @@ from typing import Any
 from . import admin
 from .cpu import CpuMeter, CpuSplit, spark_jvm
 from .peers import SETTINGS
+from .table import cell
 
 CONTENDERS = ("builtin", "floor-count", "floor-arrow", "ours", "ours-eos")
 LABELS = {"builtin": "Spark built-in format(kafka)", "floor-count": "floor: df.count()",
@@ -374,10 +375,6 @@ class Context:
     cpu: CpuMeter
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def table(runs: Sequence[Run]) -> str:
     """One rate's runs as a table, notes below."""
     head = (f"{'contender':<30}{'addBatch median ms':>20}{'p90 ms':>8}{'counted':>9}{'rows/batch':>12}"
@@ -389,11 +386,11 @@ def table(runs: Sequence[Run]) -> str:
             continue
         lat, cpu = run.latency, run.cpu_ms_per_batch
         counted = f"{lat.counted}/{lat.batches}" if lat else "-"
-        lines.append(f"{LABELS[run.contender]:<30}{_fmt(lat and lat.median_ms, '.0f'):>20}"
-                     f"{_fmt(lat and lat.p90_ms, '.0f'):>8}{counted:>9}{_fmt(lat and lat.rows_median, ',.0f'):>12}"
-                     f"{_fmt(run.delivered, ',d'):>11}{_fmt(cpu and cpu.broker, '.0f'):>22}"
-                     f"{_fmt(cpu and cpu.jvm, '.0f'):>6}{_fmt(cpu and cpu.python, '.0f'):>8}"
-                     f"{_fmt(run.driver_ms_per_batch, '.0f'):>8}  {run.status}")
+        lines.append(f"{LABELS[run.contender]:<30}{cell(lat and lat.median_ms, '.0f'):>20}"
+                     f"{cell(lat and lat.p90_ms, '.0f'):>8}{counted:>9}{cell(lat and lat.rows_median, ',.0f'):>12}"
+                     f"{cell(run.delivered, ',d'):>11}{cell(cpu and cpu.broker, '.0f'):>22}"
+                     f"{cell(cpu and cpu.jvm, '.0f'):>6}{cell(cpu and cpu.python, '.0f'):>8}"
+                     f"{cell(run.driver_ms_per_batch, '.0f'):>8}  {run.status}")
     notes = [f"  {LABELS[r.contender]}: {r.detail}" for r in runs if r.detail and r.status != "not available"]
     return "\n".join(lines + (["notes:"] + notes if notes else []))
 
@@ -488,7 +485,7 @@ def run(args: argparse.Namespace, bootstrap: str, broker_pid: int | None) -> Rep
                         continue
                     one = measure(ctx, contender, rate, args)
                     print(f"  {rate:,} rows/s, {LABELS[contender]}: addBatch median "
-                          f"{_fmt(one.latency and one.latency.median_ms, '.0f')} ms ({one.status})", flush=True)
+                          f"{cell(one.latency and one.latency.median_ms, '.0f')} ms ({one.status})", flush=True)
                     runs.append(one)
                 rate_report = RateReport(rate, runs, comparisons(medians(runs)))
                 report.rates.append(rate_report)
