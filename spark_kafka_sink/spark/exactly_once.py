@@ -233,6 +233,8 @@ class ExactlyOnceDriver:
         by this live producer (the driver's own write), which commits it (:func:`commit_live`);
         recovery still commits it from the record, as any task's."""
         transactions = tuple(sorted(transactions, key=lambda t: t.transactional_id))
+        if producer is not None and len(transactions) != 1:  # before anything is recorded
+            raise ValueError(f"a live producer holds one transaction, not {len(transactions)}")
         started = self._clock.monotonic_ns()
         count = self._count(transactions) if partitions is None else partitions
         try:
@@ -405,8 +407,6 @@ class ExactlyOnceDriver:
         ``producer``: the live producer holding the record's one transaction."""
         committed: list[ResumableTransaction] = []
         lost: list[tuple[ResumableTransaction, KafkaError]] = []
-        if producer is not None and len(record.transactions) != 1:
-            raise ValueError(f"a live producer holds one transaction, not {len(record.transactions)}")
         for transaction in record.transactions:
             try:
                 if producer is not None:
