@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from spark_kafka_sink.embedded import resolve_kafka_jars
@@ -21,6 +22,7 @@ BUILD = REPO / "bench" / "jvm" / "build"
 _RUNTIME_JARS = ("kafka-clients-", "lz4-java-", "snappy-java-", "zstd-jni-", "slf4j-api-")
 _RESULT = re.compile(r"in ([0-9.]+) s = ([0-9.]+) msg/s")
 _ACKED = re.compile(r"acked=(\d+) errors=(\d+)")
+_CPU = re.compile(r"^cpu ([0-9.]+) s$", re.MULTILINE)
 
 
 class JavaUnavailable(Exception):
@@ -62,9 +64,22 @@ def command(bootstrap: str, topic: str, records: int, value_size: int) -> list[s
             str(records), str(value_size), "none"]
 
 
-def parse(stdout: str) -> tuple[float | None, str]:
-    """Prod's own send→flush seconds (JVM start-up excluded) and its acked/errors line."""
+@dataclass(frozen=True)
+class ProdResult:
+    """What Prod printed: its send→flush seconds and the JVM's CPU seconds over the same span
+    (every thread, the JIT and GC too; start-up excluded), ``None`` when missing; its
+    acked/errors line."""
+
+    seconds: float | None
+    cpu_seconds: float | None
+    detail: str
+
+
+def parse(stdout: str) -> ProdResult:
+    """Prod's figures from its standard output."""
     match = _RESULT.search(stdout)
+    cpu = _CPU.search(stdout)
     acked = _ACKED.search(stdout)
     detail = f"acked={acked.group(1)} errors={acked.group(2)}" if acked else ""
-    return (float(match.group(1)) if match else None), detail
+    return ProdResult(float(match.group(1)) if match else None,
+                      float(cpu.group(1)) if cpu else None, detail)

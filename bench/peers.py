@@ -2,8 +2,10 @@
 
     python -m bench.peers CLIENT BOOTSTRAP TOPIC RECORDS VALUE_SIZE MAX_SECONDS [COMPRESSION]
 
-prints one JSON line: ``{"client", "status", "sent", "seconds", "detail"}``. ``seconds`` runs from
-the first ``send`` to the end of ``flush`` (producer construction excluded). ``status`` is ``ok``,
+prints one JSON line: ``{"client", "status", "sent", "seconds", "cpu_seconds", "detail"}``.
+``seconds`` runs from the first ``send`` to the end of ``flush`` (producer construction excluded);
+``cpu_seconds`` is the process's CPU (every thread: the client's own I/O threads too) over the
+same span. ``status`` is ``ok``,
 ``partial`` (the time cap stopped the loop, or flush timed out), ``unavailable`` (our producer is
 not importable yet) or ``error``. The parent counts what landed on the broker itself.
 
@@ -50,6 +52,7 @@ class LoopResult:
     status: str
     sent: int = 0
     seconds: float = 0.0
+    cpu_seconds: float | None = None
     detail: str = ""
 
 
@@ -62,11 +65,28 @@ class Job:
     max_seconds: float
 
 
-def _loop(send: Callable[[bytes, bytes], None], job: Job) -> tuple[int, float, bool]:
-    """Call ``send(key, value)`` up to ``job.records`` times; (sent, start time, capped)."""
+@dataclass(frozen=True)
+class Span:
+    """When the timed span began, on the wall clock and on the process's CPU clock (every
+    thread)."""
+
+    began: float
+    cpu_began: float
+
+    @classmethod
+    def start(cls) -> "Span":
+        return cls(time.monotonic(), time.process_time())
+
+    def ended(self) -> tuple[float, float]:
+        """(wall seconds, CPU seconds) since the start."""
+        return time.monotonic() - self.began, time.process_time() - self.cpu_began
+
+
+def _loop(send: Callable[[bytes, bytes], None], job: Job) -> tuple[int, Span, bool]:
+    """Call ``send(key, value)`` up to ``job.records`` times; (sent, the timed span, capped)."""
     value = b"x" * job.value_size
-    began = time.monotonic()
-    stop_at = began + job.max_seconds
+    span = Span.start()
+    stop_at = span.began + job.max_seconds
     sent = 0
     while sent < job.records:
         end = min(job.records, sent + _CHECK_EVERY)
@@ -74,12 +94,12 @@ def _loop(send: Callable[[bytes, bytes], None], job: Job) -> tuple[int, float, b
             send(KEYS[i % 100], value)
         sent = end
         if time.monotonic() > stop_at:
-            return sent, began, True
-    return sent, began, False
+            return sent, span, True
+    return sent, span, False
 
 
-def _flush_budget(began: float, job: Job) -> float:
-    return max(_FLUSH_CAP_S, began + job.max_seconds - time.monotonic())
+def _flush_budget(span: Span, job: Job) -> float:
+    return max(_FLUSH_CAP_S, span.began + job.max_seconds - time.monotonic())
 
 
 def run_ours(job: Job) -> LoopResult:
@@ -96,12 +116,12 @@ def run_ours(job: Job) -> LoopResult:
         "compression.type": SETTINGS.compression})
     try:
         topic, send = job.topic, producer.send
-        sent, began, capped = _loop(lambda key, value: send(topic, value, key=key), job)
-        producer.flush(_flush_budget(began, job))
-        seconds = time.monotonic() - began
+        sent, span, capped = _loop(lambda key, value: send(topic, value, key=key), job)
+        producer.flush(_flush_budget(span, job))
+        seconds, cpu = span.ended()
     finally:
         producer.close()
-    return LoopResult("ours", "partial" if capped else "ok", sent, seconds)
+    return LoopResult("ours", "partial" if capped else "ok", sent, seconds, cpu)
 
 
 ARROW_CHUNK_ROWS = 65_536  # rows per send_arrow call (Spark hands over 10,000 per Arrow batch)
@@ -125,24 +145,24 @@ def run_ours_arrow(job: Job) -> LoopResult:
         "batch.size": SETTINGS.batch_size, "enable.idempotence": SETTINGS.idempotence,
         "compression.type": SETTINGS.compression})
     try:
-        began = time.monotonic()
+        span = Span.start()
         results, sent, capped = [], 0, False
         while sent < job.records:
             chunk = data.slice(sent, ARROW_CHUNK_ROWS)
             results.append(producer.send_arrow(job.topic, chunk))
             sent += chunk.num_rows
-            if time.monotonic() > began + job.max_seconds:
+            if time.monotonic() > span.began + job.max_seconds:
                 capped = True
                 break
-        producer.flush(_flush_budget(began, job))
-        seconds = time.monotonic() - began
+        producer.flush(_flush_budget(span, job))
+        seconds, cpu = span.ended()
         failed = sum(result.failed for result in results)
     finally:
         producer.close()
     detail = f"{len(results)} send_arrow calls of up to {ARROW_CHUNK_ROWS} rows"
     if failed:
         detail += f"; {failed} rows failed"
-    return LoopResult("ours-arrow", "partial" if capped or failed else "ok", sent, seconds, detail)
+    return LoopResult("ours-arrow", "partial" if capped or failed else "ok", sent, seconds, cpu, detail)
 
 
 def run_kafka_python(job: Job) -> LoopResult:
@@ -154,12 +174,12 @@ def run_kafka_python(job: Job) -> LoopResult:
         compression_type=None if SETTINGS.compression == "none" else SETTINGS.compression)
     try:
         topic, send = job.topic, producer.send
-        sent, began, capped = _loop(lambda key, value: send(topic, value=value, key=key), job)
-        producer.flush(_flush_budget(began, job))
-        seconds = time.monotonic() - began
+        sent, span, capped = _loop(lambda key, value: send(topic, value=value, key=key), job)
+        producer.flush(_flush_budget(span, job))
+        seconds, cpu = span.ended()
     finally:
         producer.close(timeout=10)
-    return LoopResult("kafka-python", "partial" if capped else "ok", sent, seconds)
+    return LoopResult("kafka-python", "partial" if capped else "ok", sent, seconds, cpu)
 
 
 def run_confluent(job: Job) -> LoopResult:
@@ -185,11 +205,11 @@ def run_confluent(job: Job) -> LoopResult:
             raise TimeoutError("librdkafka's queue stayed full for 50 s")
         poll(0)
 
-    sent, began, capped = _loop(send, job)
-    left = producer.flush(_flush_budget(began, job))
-    seconds = time.monotonic() - began
+    sent, span, capped = _loop(send, job)
+    left = producer.flush(_flush_budget(span, job))
+    seconds, cpu = span.ended()
     status = "partial" if capped or left else "ok"
-    return LoopResult("confluent-kafka", status, sent, seconds,
+    return LoopResult("confluent-kafka", status, sent, seconds, cpu,
                       f"{full_waits} BufferError waits; {left} undelivered after flush")
 
 

@@ -4,7 +4,9 @@ One embedded Apache Kafka node; per client a fresh topic of 6 partitions and its
 that peak RSS is per client. Every client sends ``--records`` records of ``--value-size`` bytes
 (keys ``k0..k99``) with a per-record send loop, then flushes. Each run is capped in records and
 in wall time (``--max-seconds``); a capped run reports its partial throughput. What landed is
-counted on the broker (the sum of end offsets, read with confluent-kafka).
+counted on the broker (the sum of end offsets, read with confluent-kafka). ``CPU s/1M`` is the
+client process's CPU, every thread (its own I/O threads, a JVM's JIT and GC), from the first send
+to the end of the flush, per million records landed.
 
     python -m bench.producer --records 200000 --clients ours,kafka-python,confluent,java
 """
@@ -44,6 +46,7 @@ class Row:
     records: int | None = 0  # handed to send(); None: unknown (a killed JVM)
     landed: int = 0
     seconds: float | None = None
+    cpu_seconds: float | None = None  # the client process's CPU (every thread) over ``seconds``
     msgs_per_s: float | None = None
     peak_rss_mb: float | None = None
     detail: str = ""
@@ -93,7 +96,7 @@ def run_python_client(client: str, bootstrap: str, topic: str, args) -> Row:
                    detail=f"no result ({why}); stderr tail: {child.stderr[-500:]}")
     result = json.loads(lines[-1])
     return Row(client, result["status"], result["sent"], seconds=result["seconds"] or None,
-               peak_rss_mb=child.peak_rss_mb, detail=result["detail"])
+               cpu_seconds=result["cpu_seconds"], peak_rss_mb=child.peak_rss_mb, detail=result["detail"])
 
 
 def run_java(bootstrap: str, topic: str, args) -> Row:
@@ -102,14 +105,15 @@ def run_java(bootstrap: str, topic: str, args) -> Row:
     except javaprod.JavaUnavailable as exc:
         return Row("java", "unavailable", detail=str(exc))
     child = run_child(command, args.max_seconds)
-    seconds, detail = javaprod.parse(child.stdout)
+    prod = javaprod.parse(child.stdout)
     if child.returncode is None:  # capped: count what landed over the whole wall time
         return Row("java", "partial", None, seconds=child.wall_s, peak_rss_mb=child.peak_rss_mb,
                    detail=f"killed at the {args.max_seconds:.0f} s cap; seconds include JVM start-up")
-    if seconds is None or child.returncode != 0:
+    if prod.seconds is None or child.returncode != 0:
         return Row("java", "error", peak_rss_mb=child.peak_rss_mb,
                    detail=f"exit {child.returncode}; {child.stdout[-300:]} {child.stderr[-300:]}")
-    return Row("java", "ok", args.records, seconds=seconds, peak_rss_mb=child.peak_rss_mb, detail=detail)
+    return Row("java", "ok", args.records, seconds=prod.seconds, cpu_seconds=prod.cpu_seconds,
+               peak_rss_mb=child.peak_rss_mb, detail=prod.detail)
 
 
 def measure(client: str, bootstrap: str, args) -> Row:
@@ -129,6 +133,13 @@ def measure(client: str, bootstrap: str, args) -> Row:
     return row
 
 
+def cpu_per_million(row: Row) -> float | None:
+    """The client's CPU seconds per 1M records that landed."""
+    if row.cpu_seconds is None or not row.landed:
+        return None
+    return row.cpu_seconds * 1_000_000 / row.landed
+
+
 def table(rows: list[Row]) -> str:
     rates = {row.client: row.msgs_per_s for row in rows}
 
@@ -138,7 +149,7 @@ def table(rows: list[Row]) -> str:
         return row.msgs_per_s / rates[peer]
 
     head = f"{'client':<20}{'records':>10}{'seconds':>9}{'msgs/s':>10}{'vs kafka-py':>12}" \
-           f"{'vs confluent':>13}{'peak RSS MB':>13}  status"
+           f"{'vs confluent':>13}{'CPU s/1M':>10}{'peak RSS MB':>13}  status"
     lines = [head, "-" * len(head)]
     for row in rows:
         if row.status == "unavailable" and row.client == "ours":
@@ -146,7 +157,8 @@ def table(rows: list[Row]) -> str:
             continue
         lines.append(f"{LABELS[row.client]:<20}{row.landed:>10}{cell(row.seconds, '.2f'):>9}"
                      f"{cell(row.msgs_per_s, ',.0f'):>10}{cell(ratio(row, 'kafka-python'), '.2f'):>12}"
-                     f"{cell(ratio(row, 'confluent'), '.2f'):>13}{cell(row.peak_rss_mb, '.0f'):>13}"
+                     f"{cell(ratio(row, 'confluent'), '.2f'):>13}{cell(cpu_per_million(row), '.2f'):>10}"
+                     f"{cell(row.peak_rss_mb, '.0f'):>13}"
                      f"  {row.status}")
     notes = [f"  {LABELS[r.client]}: {r.detail}" for r in rows if r.detail]
     return "\n".join(lines + (["notes:"] + notes if notes else []))
