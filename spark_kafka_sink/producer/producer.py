@@ -48,7 +48,10 @@ from .buffer_pool import BufferPool
 from .future import RecordFuture
 from .metrics import ProducerMetrics
 from .metrics_snapshot import MetricsSnapshot
-from .partitioner import StickyPartitioner, TopicPartitions, check_partition, partition_for_key
+from .partitioner import (
+    KEY_CACHE_MAX_KEY_BYTES, KEY_CACHE_SIZE, StickyPartitioner, TopicPartitions, check_partition,
+    partition_for_key,
+)
 from .transactions.resumable import ResumableTransaction
 from .sender import Sender, SenderSettings
 from .topics import check_topic
@@ -112,23 +115,44 @@ def _checked_timestamp(timestamp_ms: Any) -> int:
 class _TopicRoute:
     """One topic in one metadata snapshot, as ``send`` uses it: the partition count, the sticky
     partitioner's view, the accumulator's append target for a record without key or partition
-    (``sticky``), and each partition's accumulator queue once looked up (queues are never
-    removed, so a handle stays valid; only the sending threads fill the slots, and a lost race
-    just looks the same queue up twice)."""
+    (``sticky``), each partition's accumulator queue once looked up (queues are never removed,
+    so a handle stays valid; only the sending threads fill the slots, and a lost race just
+    looks the same queue up twice), and ``by_key``: the queue of each recent ``bytes`` key, so
+    a key seen before costs one dict lookup instead of a murmur2 and a modulo. The partition
+    of a key depends only on the key and the partition count, fixed for the route's life."""
 
-    __slots__ = ("topic", "partition_count", "view", "sticky", "queues")
+    __slots__ = ("snapshot", "topic", "partition_count", "view", "sticky", "queues", "by_key",
+                 "used_ms")
 
     def __init__(self, snapshot: ClusterSnapshot, topic: str):
+        self.snapshot = snapshot
         self.topic = topic
         self.partition_count = snapshot.partition_count(topic)
         self.view = TopicPartitions(self.partition_count, snapshot.available_partitions_for(topic))
         self.sticky = StickyTarget(topic, self.view)
         self.queues: list = [None] * (self.partition_count or 0)
+        self.by_key: dict[bytes, Any] = {}
+        # the millisecond (monotonic) in which send last found the topic marked used in the
+        # metadata: sends in the same millisecond need not look again
+        self.used_ms = -1
 
     def queue(self, accumulator: RecordAccumulator, partition: int):
         """The partition's queue handle, looked up on first use."""
         queue = accumulator.partition_queue(TopicPartition(self.topic, partition))
         self.queues[partition] = queue
+        return queue
+
+    def keyed(self, accumulator: RecordAccumulator, key) -> Any:
+        """The queue of a keyed record (Java's default partitioner), remembered in ``by_key`` for
+        a short ``bytes`` key. The memory is bounded: a full cache starts over, so a stream
+        whose keys change keeps its current ones (and a key is held alive at most until then)."""
+        partition = partition_for_key(key, self.partition_count)
+        queue = self.queues[partition] or self.queue(accumulator, partition)
+        if type(key) is bytes and len(key) <= KEY_CACHE_MAX_KEY_BYTES:
+            by_key = self.by_key
+            if len(by_key) >= KEY_CACHE_SIZE:
+                by_key.clear()
+            by_key[key] = queue
         return queue
 
 
@@ -145,6 +169,8 @@ class KafkaProducer:
         self.config = cfg = ProducerConfig.coerce(config)
         self.client_id = cfg.client_id or f"producer-{next(_client_ids)}"
         self._clock = clock
+        # read per record: bound once, not looked up twice each time
+        self._monotonic_ms, self._now_ms = clock.monotonic_ms, clock.now_ms
         self._closed = False
         self._close_lock = threading.Lock()
         self._max_record_size = min(cfg.max_request_size, cfg.buffer_memory)
@@ -230,45 +256,35 @@ class KafkaProducer:
                                 f"not {type(headers).__name__}")
             if RecordBatchBuilder.estimate_size_upper_bound(key, value, headers) > self._max_record_size:
                 self._check_size(topic, key, value, headers)
-        clock = self._clock
-        max_block_ms = self._max_block_ms
-        now_ms = clock.monotonic_ms()
-        snapshot = self._metadata.used_snapshot(topic, now_ms)
-        if snapshot is not None:
-            remaining_ms = max_block_ms
-        else:  # a new topic, or the first send in this millisecond: the locked, waiting path
-            check_topic(topic)  # a bad name never reaches the metadata (a known topic is valid)
-            self._raise_if_sender_died()
-            start_ms = now_ms
-            snapshot = self._await_topic(topic, max_block_ms)
-            now_ms = clock.monotonic_ms()
-            remaining_ms = max(0, max_block_ms - (now_ms - start_ms))
+        now_ms = self._monotonic_ms()
+        route = self._routes[1].get(topic)
+        if route is not None and route.used_ms == now_ms and route.snapshot is self._metadata.snapshot:
+            # marked used in this millisecond, and the metadata has not changed since
+            remaining_ms = self._max_block_ms
+        else:  # a new topic, or the first send to it in this millisecond
+            route, now_ms, remaining_ms = self._route_for_send(topic, now_ms)
         if timestamp_ms is None:
-            timestamp_ms = clock.now_ms()
-        # _route inlined for the cached case (one (snapshot, routes) read: never a stale pair)
-        cached_snapshot, routes = self._routes
-        route = routes.get(topic) if cached_snapshot is snapshot else None
-        if route is None:
-            route = self._route(snapshot, topic)
-        if partition is None and (key is None or self._ignore_keys):
-            target = route.sticky  # the accumulator picks the partition (KIP-794)
+            timestamp_ms = self._now_ms()
+        if partition is None:
+            if key is None or self._ignore_keys:
+                target = route.sticky  # the accumulator picks the partition (KIP-794)
+            else:  # a bytearray or memoryview key is not hashable: it always goes to keyed()
+                target = (type(key) is bytes and route.by_key.get(key)) or route.keyed(
+                    self._accumulator, key)
         else:
-            if partition is None:
-                partition = partition_for_key(key, route.partition_count)
-            else:
-                try:
-                    partition = check_partition(topic, partition, route.partition_count)
-                except InvalidPartitionError as missing:
-                    if missing.partition < 0:
-                        raise
-                    # above the cached count: maybe just added; one fresh answer decides, within
-                    # what is left of max.block.ms
-                    start_ms = clock.monotonic_ms()
-                    route = self._route(self._await_partition(topic, missing.partition, remaining_ms),
-                                        topic)
-                    partition = missing.partition
-                    now_ms = clock.monotonic_ms()
-                    remaining_ms = max(0, remaining_ms - (now_ms - start_ms))
+            try:
+                partition = check_partition(topic, partition, route.partition_count)
+            except InvalidPartitionError as missing:
+                if missing.partition < 0:
+                    raise
+                # above the cached count: maybe just added; one fresh answer decides, within
+                # what is left of max.block.ms
+                start_ms = self._monotonic_ms()
+                route = self._route(self._await_partition(topic, missing.partition, remaining_ms),
+                                    topic)
+                partition = missing.partition
+                now_ms = self._monotonic_ms()
+                remaining_ms = max(0, remaining_ms - (now_ms - start_ms))
             target = route.queues[partition] or route.queue(self._accumulator, partition)
         future, batch_full, new_batch_created, _ = self._accumulator.append(
             target, timestamp_ms, key, value, headers, callback, remaining_ms, now_ms)
@@ -480,6 +496,22 @@ class KafkaProducer:
                 raise RecordTooLargeError(
                     f"a record for topic {topic!r} is {size} bytes when serialized, which is larger "
                     f"than {limit}, the value of the {name} configuration")
+
+    def _route_for_send(self, topic: str, now_ms: int) -> tuple[_TopicRoute, int, int]:
+        """``send``'s route once per millisecond and topic: the topic marked used in the current
+        metadata (``Metadata.used_snapshot``), or else waited for, at most ``max.block.ms``.
+        Returns the route, ``now_ms`` after any wait, and what is left of ``max.block.ms``."""
+        max_block_ms = self._max_block_ms
+        snapshot = self._metadata.used_snapshot(topic, now_ms)
+        if snapshot is not None:
+            route = self._route(snapshot, topic)
+            route.used_ms = now_ms  # the next sends in this millisecond skip this method
+            return route, now_ms, max_block_ms
+        check_topic(topic)  # a bad name never reaches the metadata (a known topic is valid)
+        self._raise_if_sender_died()
+        snapshot = self._await_topic(topic, max_block_ms)
+        after_ms = self._monotonic_ms()
+        return self._route(snapshot, topic), after_ms, max(0, max_block_ms - (after_ms - now_ms))
 
     def _route(self, snapshot: ClusterSnapshot, topic: str) -> _TopicRoute:
         """What ``send`` needs of ``topic`` in ``snapshot``, cached per metadata snapshot object:

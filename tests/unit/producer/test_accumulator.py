@@ -109,7 +109,10 @@ def test_append_fills_the_last_batch_then_starts_a_new_one():
     assert 50 < second.appended_bytes < 80
     results = [s.append() for _ in range(30)]
     started = [i for i, r in enumerate(results) if r.new_batch_created]
-    assert started and all(r.batch_full for r in results[started[0]:])
+    # the record that started the second batch (behind a full one) says so; the ones after it
+    # append to a batch with room: the sender was woken already
+    assert started and results[started[0]].batch_full
+    assert not any(r.batch_full for r in results[started[0] + 1:])
     assert s.accumulator.queue_size(T0) == 2
     assert s.pool.available_memory == 64 * 1024 - 2 * BATCH_SIZE
 
@@ -604,7 +607,8 @@ def test_ready_looks_leaders_up_again_for_a_new_metadata_snapshot():
 
 def test_append_reports_the_state_it_left():
     """``append``'s flags and size, record for record, against the partition's deque afterwards:
-    ``batch_full`` is "a batch of the partition is full", ``new_batch_created`` "the deque grew",
+    ``batch_full`` is "the record made a full batch appear" (it filled the last batch, or
+    started one behind a full one), ``new_batch_created`` "the deque grew",
     ``appended_bytes`` what the record added (a new batch: its whole size)."""
     s = setup()
     queue = s.accumulator.partition_queue(T0)
@@ -618,7 +622,7 @@ def test_append_reports_the_state_it_left():
         last = after[-1]
         assert future.topic_partition == T0
         assert new_batch_created == (len(after) > len(before))
-        assert batch_full == (len(after) > 1 or last.is_full)
+        assert batch_full == (last.is_full or (new_batch_created and len(after) > 1))
         assert last.last_append_full == last.is_full or new_batch_created
         assert appended_bytes == last.estimated_size_in_bytes - (0 if new_batch_created else size_before)
     assert s.accumulator.queue_size(T0) > 2

@@ -1,6 +1,7 @@
-"""KafkaProducer.send's size check: the shortcut that skips the estimate for a plain record
-refuses and accepts exactly what the estimate does. No broker: the metadata is injected and the
-sender thread only ever sees a refused connection."""
+"""KafkaProducer.send's shortcuts against the long way: the size check that skips the estimate
+for a plain record refuses and accepts exactly what the estimate does; the keyed route cache
+gives Java's partition and follows metadata changes. No broker: the metadata is injected and
+the sender thread only ever sees a refused connection."""
 
 from __future__ import annotations
 
@@ -8,10 +9,15 @@ import pytest
 
 from spark_kafka_sink.client.cluster_snapshot import ClusterSnapshot, PartitionInfo
 from spark_kafka_sink.errors import RecordTooLargeError
+from spark_kafka_sink.producer.partitioner import (
+    KEY_CACHE_MAX_KEY_BYTES, KEY_CACHE_SIZE, partition_for_key,
+)
 from spark_kafka_sink.producer.producer import _PLAIN_RECORD_BOUND, KafkaProducer
 from spark_kafka_sink.record import RecordBatchBuilder
 from spark_kafka_sink.bytecodec import size_of_varint
 from spark_kafka_sink.structs import Node
+
+from ..fakes import FakeClock
 
 estimate = RecordBatchBuilder.estimate_size_upper_bound
 
@@ -82,3 +88,55 @@ def test_send_still_checks_records_with_headers_and_other_types(producer_for):
         producer.send("t", b"v", key=3.5)
     with pytest.raises(TypeError, match=r"header 0 \('h'\) value must be bytes"):
         producer.send("t", b"v", key=b"k", headers=[("h", 3)], partition=0)
+
+
+# --- the route of a keyed record ----------------------------------------------------------------
+
+def _keyed_partitions(producer, keys):
+    return [producer.send("t", b"v", key=key).topic_partition.partition for key in keys]
+
+
+def test_keyed_records_go_to_javas_partition_whatever_the_key_type(producer_for):
+    producer = producer_for()
+    keys = [b"k%d" % i for i in range(50)]
+    expected = [partition_for_key(key, 3) for key in keys]
+    assert _keyed_partitions(producer, keys) == expected          # the first sends of each key
+    assert _keyed_partitions(producer, keys) == expected          # then from the key cache
+    assert _keyed_partitions(producer, [bytearray(k) for k in keys]) == expected
+    assert _keyed_partitions(producer, [memoryview(k) for k in keys]) == expected
+    assert _keyed_partitions(producer, [k.decode() for k in keys]) == expected
+    route = producer._routes[1]["t"]
+    assert set(route.by_key) == set(keys)  # only bytes keys are remembered (the others: hashed)
+
+
+def test_the_key_cache_is_bounded_and_skips_long_keys(producer_for):
+    producer = producer_for()
+    long_key = b"x" * (KEY_CACHE_MAX_KEY_BYTES + 1)
+    assert _keyed_partitions(producer, [long_key]) == [partition_for_key(long_key, 3)]
+    keys = [b"key-%d" % i for i in range(KEY_CACHE_SIZE + 10)]
+    assert _keyed_partitions(producer, keys) == [partition_for_key(key, 3) for key in keys]
+    by_key = producer._routes[1]["t"].by_key
+    assert long_key not in by_key
+    assert 0 < len(by_key) <= KEY_CACHE_SIZE
+    assert keys[-1] in by_key  # a full cache starts over: the latest keys are the ones kept
+
+
+def test_a_metadata_change_is_seen_by_the_next_send_in_the_same_millisecond():
+    """The route of a topic is reused within a millisecond, but never across metadata snapshots:
+    partitions added are used by the very next keyed send, even if the clock has not moved."""
+    clock = FakeClock()
+    producer = KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "max.block.ms": 2_000,
+                              "reconnect.backoff.ms": 1_000}, clock=clock)
+    try:
+        def use(partitions: int) -> None:
+            producer._metadata._snapshot = ClusterSnapshot(
+                [Node(1, "127.0.0.1", 1)], [PartitionInfo("t", p, 1) for p in range(partitions)])
+
+        key = next(k for k in (b"k%d" % i for i in range(100))
+                   if partition_for_key(k, 3) != partition_for_key(k, 6))
+        use(3)
+        assert _keyed_partitions(producer, [key, key]) == [partition_for_key(key, 3)] * 2
+        use(6)
+        assert _keyed_partitions(producer, [key]) == [partition_for_key(key, 6)]
+    finally:
+        producer.close(0)
