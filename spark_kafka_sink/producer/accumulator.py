@@ -308,9 +308,20 @@ class RecordAccumulator:
             batches = target.batches
             if batches:
                 last = batches[-1]
-                future = last.try_append(timestamp_ms, key, value, headers, callback, now_ms)
-                if future is not None:
-                    return future, last.last_append_full, False, last.last_append_size
+                if callback is None and not last.appends_closed:
+                    # ProducerBatch.try_append without a callback, inlined: one call less per record
+                    builder = last.builder
+                    offset_delta = builder.append_record(timestamp_ms, key, value, headers)
+                    if offset_delta is not None:
+                        return (RecordFuture(last.completion, offset_delta, timestamp_ms,
+                                             -1 if key is None else len(key),
+                                             -1 if value is None else len(value)),
+                                builder.last_append_full, False, builder.last_append_size)
+                else:
+                    future = last.try_append(timestamp_ms, key, value, headers, callback)
+                    if future is not None:  # ProducerBatch.last_append_*, without the property calls
+                        builder = last.builder
+                        return future, builder.last_append_full, False, builder.last_append_size
                 last.close_for_appends()
         lease, now_ms = self._allocate(key, value, headers, max_block_ms, now_ms)
         try:
@@ -341,7 +352,7 @@ class RecordAccumulator:
                 with queue.lock:
                     if self._sticky_changed(partitioner, topic, sticky, queue, view):
                         continue
-                    result = self._try_append(queue, timestamp_ms, key, value, headers, callback, now_ms)
+                    result = self._try_append(queue, timestamp_ms, key, value, headers, callback)
                     if result is not None:
                         partitioner.update_partition_info(topic, sticky, result[3], view,
                                                           enable_switch=self._all_full(queue))
@@ -399,8 +410,7 @@ class RecordAccumulator:
                 "runs on the producer's I/O thread, the only thread that frees it") from None
 
     def _try_append(self, queue: _PartitionQueue, timestamp_ms: int, key, value, headers,
-                    callback: SendCallback | None,
-                    now_ms: int) -> tuple[RecordFuture, bool, bool, int] | None:
+                    callback: SendCallback | None) -> tuple[RecordFuture, bool, bool, int] | None:
         """Append to the last batch if it has room (:meth:`append`'s outcome), else ``None``.
         Deque lock held."""
         if self._closed:
@@ -409,26 +419,27 @@ class RecordAccumulator:
         if not batches:
             return None
         last = batches[-1]
-        future = last.try_append(timestamp_ms, key, value, headers, callback, now_ms)
+        future = last.try_append(timestamp_ms, key, value, headers, callback)
         if future is None:
             last.close_for_appends()
             return None
         # last_append_full is last.is_full right after an append, without two property calls
-        return future, last.last_append_full, False, last.last_append_size
+        builder = last.builder
+        return future, builder.last_append_full, False, builder.last_append_size
 
     def _append_new_batch(self, queue: _PartitionQueue, lease, timestamp_ms: int, key, value,
                           headers, callback: SendCallback | None,
                           now_ms: int) -> tuple[RecordFuture, bool, bool, int]:
         """Start a batch with ``lease`` unless another thread did meanwhile (:meth:`append`'s
         outcome). Deque lock held."""
-        result = self._try_append(queue, timestamp_ms, key, value, headers, callback, now_ms)
+        result = self._try_append(queue, timestamp_ms, key, value, headers, callback)
         if result is not None:
             return result  # someone else made a batch while we waited for memory
         builder = RecordBatchBuilder(compression_type=self._compression_type,
                                      compression_level=self._compression_level,
                                      batch_size=lease.size)
         batch = ProducerBatch(queue.tp, builder, now_ms, buffer=lease)
-        future = batch.try_append(timestamp_ms, key, value, headers, callback, now_ms)
+        future = batch.try_append(timestamp_ms, key, value, headers, callback)
         if self._one_record_per_batch:
             batch.close_for_appends()
         queue.batches.append(batch)

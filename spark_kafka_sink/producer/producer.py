@@ -241,9 +241,9 @@ class KafkaProducer:
         if self._transactional is not None:
             self._transactional.check_can_send()
         # the common types are checked inline: this runs once per record
-        if key is not None and type(key) is not bytes:
+        if type(key) is not bytes and key is not None:
             key = _as_bytes(key, "key")
-        if value is not None and type(value) is not bytes:
+        if type(value) is not bytes and value is not None:
             value = _as_bytes(value, "value")
         if timestamp_ms is not None and (type(timestamp_ms) is not int or timestamp_ms < 0):
             timestamp_ms = _checked_timestamp(timestamp_ms)

@@ -56,9 +56,9 @@ class ProducerBatch:
     """Records for one partition, their futures and their retry bookkeeping."""
 
     __slots__ = ("topic_partition", "created_ms", "buffer", "completion", "attempts",
-                 "last_attempt_ms", "last_append_size", "last_append_full", "drained_ms", "retry_backoff_ms",
-                 "in_flight", "link", "_builder", "_last_append_ms", "_in_retry", "_appends_closed",
-                 "_closed", "_size_in_bytes", "_sequence_reset", "_final_state", "_built")
+                 "last_attempt_ms", "drained_ms", "retry_backoff_ms", "in_flight", "link", "builder",
+                 "_in_retry", "appends_closed", "_closed", "_size_in_bytes", "_sequence_reset",
+                 "_final_state", "_built")
 
     def __init__(self, tp: TopicPartition, builder: RecordBatchBuilder, created_ms: int, *,
                  buffer: MemoryLease | None = None):
@@ -68,17 +68,16 @@ class ProducerBatch:
         self.buffer = buffer
         self.completion = BatchCompletion(tp)
         self.attempts = 0
-        self.last_append_size = 0  # bytes the last successful try_append added
-        self.last_append_full = False  # whether it left no room: is_full, as of that append
         self.last_attempt_ms = created_ms
         self.drained_ms = created_ms
         self.retry_backoff_ms = 0  # the backoff before the current retry (set by the accumulator)
         self.in_flight = False  # set by the sender while a request carries this batch
         self.link = -1  # the connection (NetworkClient.connection_id) it was last drained for
-        self._builder = builder
-        self._last_append_ms = created_ms
+        # the records' encoder; read-only for others (the accumulator reads what the last append
+        # left in it: last_append_size, last_append_full)
+        self.builder = builder
         self._in_retry = False
-        self._appends_closed = False
+        self.appends_closed = False  # no more appends (read-only for others: see is_full)
         self._closed = False
         self._size_in_bytes = 0
         self._sequence_reset = False
@@ -87,19 +86,17 @@ class ProducerBatch:
 
     # --- appending ------------------------------------------------------------------------------
 
-    def try_append(self, timestamp_ms: int, key, value, headers, callback: SendCallback | None,
-                   now_ms: int) -> RecordFuture | None:
-        """Append a record; its future, or ``None`` when the batch is full or closed."""
-        if self._appends_closed:
+    def try_append(self, timestamp_ms: int, key, value, headers,
+                   callback: SendCallback | None) -> RecordFuture | None:
+        """Append a record; its future, or ``None`` when the batch is full or closed. What the
+        append added and whether it filled the batch: :attr:`last_append_size`,
+        :attr:`last_append_full`."""
+        if self.appends_closed:
             return None
-        builder = self._builder
         # append_record, not append: no AppendResult per record (see RecordBatchBuilder)
-        offset_delta = builder.append_record(timestamp_ms, key, value, headers)
+        offset_delta = self.builder.append_record(timestamp_ms, key, value, headers)
         if offset_delta is None:
             return None
-        self._last_append_ms = now_ms
-        self.last_append_size = builder.last_append_size
-        self.last_append_full = builder.last_append_full
         if callback is None:  # the common case, with one test
             return RecordFuture(self.completion, offset_delta, timestamp_ms,
                                 -1 if key is None else len(key), -1 if value is None else len(value))
@@ -114,18 +111,28 @@ class ProducerBatch:
         return future
 
     @property
+    def last_append_size(self) -> int:
+        """Bytes the last successful :meth:`try_append` added."""
+        return self.builder.last_append_size
+
+    @property
+    def last_append_full(self) -> bool:
+        """Whether the last successful :meth:`try_append` left no room (``is_full`` as of then)."""
+        return self.builder.last_append_full
+
+    @property
     def record_count(self) -> int:
-        return self._builder.record_count
+        return self.builder.record_count
 
     @property
     def estimated_size_in_bytes(self) -> int:
         """Bytes of the batch before compression (header included)."""
-        return self._builder.estimated_size
+        return self.builder.estimated_size
 
     @property
     def is_full(self) -> bool:
         """No room for another record, or closed for appends (Java's ``isFull``)."""
-        return self._appends_closed or self._builder.is_full
+        return self.appends_closed or self.builder.is_full
 
     @property
     def initial_capacity(self) -> int:
@@ -140,17 +147,17 @@ class ProducerBatch:
 
         The bytes built here are kept for the next :meth:`records` call (the request that
         follows the drain), so a batch is not built twice in a row."""
-        self._appends_closed = True
+        self.appends_closed = True
         if not self._closed:
             self._closed = True
-            built = self._builder.build()
+            built = self.builder.build()
             self._size_in_bytes = len(built)
             self._built = built
         self._sequence_reset = False
 
     def close_for_appends(self) -> None:
         """No more appends (a record did not fit); the bytes are built later, at drain."""
-        self._appends_closed = True
+        self.appends_closed = True
 
     @property
     def is_closed(self) -> bool:
@@ -168,12 +175,12 @@ class ProducerBatch:
         if not self._closed:
             raise RuntimeError(f"{self!r} must be closed before its records are sent")
         built, self._built = self._built, None
-        return built if built is not None else self._builder.build()
+        return built if built is not None else self.builder.build()
 
     @property
     def size_in_bytes(self) -> int:
         """Bytes of the built batch (compressed), known once closed; the estimate before that."""
-        return self._size_in_bytes or self._builder.estimated_size
+        return self._size_in_bytes or self.builder.estimated_size
 
     # --- producer state (idempotence) -----------------------------------------------------------
 
@@ -181,7 +188,7 @@ class ProducerBatch:
                            is_transactional: bool) -> None:
         """Stamp the producer id, epoch and base sequence (at drain, or on a sequence rewrite)."""
         self._built = None
-        self._builder.set_producer_state(producer_id, epoch, base_sequence, is_transactional)
+        self.builder.set_producer_state(producer_id, epoch, base_sequence, is_transactional)
 
     def reset_producer_state(self, producer_id: int, epoch: int, base_sequence: int) -> None:
         """Rewrite the producer state of a batch already sent (after an epoch bump)."""
@@ -189,19 +196,19 @@ class ProducerBatch:
                  self.base_sequence, self.topic_partition, base_sequence)
         self._sequence_reset = True
         self._built = None
-        self._builder.set_producer_state(producer_id, epoch, base_sequence, self.is_transactional)
+        self.builder.set_producer_state(producer_id, epoch, base_sequence, self.is_transactional)
 
     @property
     def producer_id(self) -> int:
-        return self._builder.producer_id
+        return self.builder.producer_id
 
     @property
     def producer_epoch(self) -> int:
-        return self._builder.producer_epoch
+        return self.builder.producer_epoch
 
     @property
     def base_sequence(self) -> int:
-        return self._builder.base_sequence
+        return self.builder.base_sequence
 
     @property
     def last_sequence(self) -> int:
@@ -210,11 +217,11 @@ class ProducerBatch:
 
     @property
     def has_sequence(self) -> bool:
-        return self._builder.base_sequence != NO_SEQUENCE
+        return self.builder.base_sequence != NO_SEQUENCE
 
     @property
     def is_transactional(self) -> bool:
-        return self._builder.is_transactional
+        return self.builder.is_transactional
 
     @property
     def sequence_has_been_reset(self) -> bool:
@@ -231,8 +238,9 @@ class ProducerBatch:
     def reenqueued(self, now_ms: int, backoff_ms: int = 0) -> None:
         """Record a retry: one more attempt, backing off ``backoff_ms`` from ``now_ms``."""
         self.attempts += 1
-        self.last_attempt_ms = max(self._last_append_ms, now_ms)
-        self._last_append_ms = max(self._last_append_ms, now_ms)
+        # Java takes the later of the last append and now: with a monotonic now_ms, now (a
+        # drained batch takes no appends, and it was drained after its last one)
+        self.last_attempt_ms = now_ms
         self.retry_backoff_ms = backoff_ms
         self._in_retry = True
 
@@ -274,7 +282,7 @@ class ProducerBatch:
         docstring. Sender thread; the batch must have been built (drained) and not be final."""
         if self._final_state is not None or not self._closed:
             raise RuntimeError(f"{self!r} can be split only once built and before its outcome")
-        decoded = read_batch(self._builder.build())
+        decoded = read_batch(self.builder.build())
         builders: list[RecordBatchBuilder] = []
         firsts: list[int] = []
         builder = None
@@ -341,7 +349,7 @@ class ProducerBatch:
 
     def _decoded_records(self) -> list:
         """The batch's records decoded (for a tally keeping records refused one by one)."""
-        return list(read_batch(self._builder.build()).records)
+        return list(read_batch(self.builder.build()).records)
 
     def refusal_kept(self, error: BaseException) -> bool:
         """Whether failing with ``error`` refuses the record on its own (:meth:`refused_alone`)

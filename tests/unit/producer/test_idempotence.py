@@ -32,7 +32,7 @@ OUT_OF_ORDER, UNKNOWN_PID, NOT_LEADER, TOO_LARGE = 45, 59, 6, 10
 def batch_of(records: int, tp: TopicPartition = TP) -> ProducerBatch:
     batch = ProducerBatch(tp, RecordBatchBuilder(batch_size=1 << 20), 0)
     for _ in range(records):
-        batch.try_append(0, None, b"v", None, None, 0)
+        batch.try_append(0, None, b"v", None, None)
     return batch
 
 

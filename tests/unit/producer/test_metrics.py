@@ -27,7 +27,7 @@ def batch(topic: str = "t", records: int = 3, value: bytes = b"v" * 10, created_
     b = ProducerBatch(TopicPartition(topic, 0), RecordBatchBuilder(compression_type=compression),
                       created_ms)
     for _ in range(records):
-        assert b.try_append(1_700_000_000_000, b"k", value, None, None, created_ms) is not None
+        assert b.try_append(1_700_000_000_000, b"k", value, None, None) is not None
     b.drained(drained_ms)
     b.close()
     return b

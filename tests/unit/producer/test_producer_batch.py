@@ -28,8 +28,8 @@ def new_batch(batch_size: int = 16384, created_ms: int = 1000, **builder_options
 
 
 def append(batch: ProducerBatch, value: bytes = b"v", key: bytes | None = b"k", callback=None,
-           timestamp_ms: int = TS, now_ms: int = 1000) -> RecordFuture | None:
-    return batch.try_append(timestamp_ms, key, value, None, callback, now_ms)
+           timestamp_ms: int = TS) -> RecordFuture | None:
+    return batch.try_append(timestamp_ms, key, value, None, callback)
 
 
 # --- appending ------------------------------------------------------------------------------------
@@ -249,7 +249,7 @@ def test_last_sequence_wraps_past_int32_max():
 
 def test_retry_timing_and_delivery_timeout():
     batch = new_batch(created_ms=1000)
-    append(batch, now_ms=1004)
+    append(batch)
     assert batch.waited_time_ms(1010) == 10 and not batch.in_retry
     assert not batch.is_backing_off(1010)
     batch.drained(1020)
