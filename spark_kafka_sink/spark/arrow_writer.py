@@ -32,11 +32,10 @@ attempt, duration, :class:`~spark_kafka_sink.spark.metrics.SinkTaskMetrics` as J
 exactly-once mode, its open transaction as JSON (:func:`stats_transactions`); the driver collects
 and merges them (:func:`merge_stats`): no accumulator, so it works on Spark Connect too.
 
-Re-chunking: Spark's batches can be concatenated up to ``rechunk_rows`` rows or
-``rechunk_bytes`` bytes (whichever comes first; a batch is never split) before they are sent.
-That costs one copy and holds at most the budget plus one batch in memory; 0 turns it off, and
-off is the default: measured with ``bench.spark``, re-chunking gave no gain and more worker RSS
-(bench/README.md, "Figures behind design choices").
+Re-chunking: Spark's batches are concatenated up to ``rechunk_rows`` rows or ``rechunk_bytes``
+bytes (a batch is never split; one copy; 0: off) before they are sent. Off for bytes columns (no
+gain in ``bench.spark``, more worker RSS: bench/README.md); on with an Avro side, whose encoder's
+fixed cost per ``send_arrow`` call (numpy passes per field) then spreads over more rows.
 """
 
 from __future__ import annotations
@@ -62,7 +61,7 @@ from .task import (
 
 __all__ = ["ArrowWriter", "FlatStruct", "STATS_SCHEMA", "flat_structs", "merge_stats", "rechunk", "sink_frame",
            "stats_transactions",
-           "DEFAULT_RECHUNK_ROWS", "DEFAULT_RECHUNK_BYTES"]
+           "AVRO_RECHUNK_ROWS", "DEFAULT_RECHUNK_ROWS", "DEFAULT_RECHUNK_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +71,8 @@ STATS_SCHEMA = ("partition_id int, attempt int, duration_ms long, metrics string
 
 DEFAULT_RECHUNK_ROWS = 0
 """Rows to concatenate Spark's Arrow batches up to before sending; 0: send them as they come."""
+AVRO_RECHUNK_ROWS = 65_536
+"""Rows to concatenate Spark's Arrow batches up to when a key or value is written as Avro."""
 DEFAULT_RECHUNK_BYTES = 16 * 1024 * 1024
 """The byte bound of a re-chunked batch (Arrow buffer sizes), when re-chunking is on."""
 
@@ -194,20 +195,23 @@ class ArrowWriter:
     """Writes an iterator of Arrow batches to Kafka; yields one stats row. See the module docstring.
 
     ``pool`` and ``task`` are seams for tests, as in ``PartitionWriter``; the defaults are this
-    worker's pool and Spark's ``TaskContext``. The writer keeps only the frozen config and
+    worker's pool and Spark's ``TaskContext``. ``rechunk_rows`` ``None``: :data:`AVRO_RECHUNK_ROWS`
+    with an Avro side, else :data:`DEFAULT_RECHUNK_ROWS` (module docstring). The writer keeps only the frozen config and
     schema, so it pickles small.
     """
 
     def __init__(self, sink_config: SinkConfig, write_schema: WriteSchema, *,
                  pool: Callable[[], ProducerPool] = get_pool,
                  task: Callable[[], TaskInfo] = task_info,
-                 rechunk_rows: int = DEFAULT_RECHUNK_ROWS,
+                 rechunk_rows: int | None = None,
                  rechunk_bytes: int = DEFAULT_RECHUNK_BYTES, batch_id: int | None = None,
                  flat: bool = False):
         check_writer_arguments(sink_config, write_schema)
         if write_schema.topic is None and sink_config.topic is None:
             raise ValueError("no 'topic' column and no 'topic' option: validate_schema should have "
                              "refused this schema")
+        if rechunk_rows is None:
+            rechunk_rows = AVRO_RECHUNK_ROWS if write_schema.encoders else DEFAULT_RECHUNK_ROWS
         if rechunk_rows < 0 or rechunk_bytes < 1:
             raise ValueError(f"rechunk_rows must be >= 0 and rechunk_bytes >= 1, got "
                              f"{rechunk_rows} and {rechunk_bytes}")

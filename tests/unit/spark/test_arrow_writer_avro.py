@@ -68,10 +68,10 @@ def cluster():
     made.close_producers()
 
 
-def run(cluster, options, batches, ids=IDS):
+def run(cluster, options, batches, ids=IDS, **kwargs):
     config, written = resolved(options, ids)
     pool = FakePool(cluster.producer())
-    writer = ArrowWriter(config, written, pool=lambda: pool, task=lambda: TaskInfo(3, 0))
+    writer = ArrowWriter(config, written, pool=lambda: pool, task=lambda: TaskInfo(3, 0), **kwargs)
     out = list(writer(iter(batches)))
     return SinkTaskMetrics.from_json(out[0].column("metrics")[0].as_py()), written
 
@@ -101,7 +101,7 @@ def test_a_row_that_cannot_be_encoded_fails_the_task_named_by_its_partition_posi
     batches = [spark_batch([("k0", 0, "a", "t"), ("k1", 1, "b", "t"), ("k2", 2, "c", "u")]),
                spark_batch([("k3", 3, "d", "t"), ("k4", 4, "e", "u"), ("k5", 5, "f", "t"), ("k6", 6, None, "u")])]
     with pytest.raises(PartitionWriteError) as info:
-        run(cluster, FRAMED, batches)
+        run(cluster, FRAMED, batches, rechunk_rows=0)  # Spark's batches as they come
     message = str(info.value)
     assert "(topic 'u', partition not chosen yet, row 6 of this partition): SerializationError: row 6: " \
            "value.name: " in message
@@ -113,7 +113,7 @@ def test_a_row_that_cannot_be_encoded_fails_the_task_named_by_its_partition_posi
 def test_tolerant_sends_unencodable_rows_to_the_dead_letters_with_the_value_as_json(cluster):
     batches = [spark_batch([("k0", 0, "a", "t")]),
                spark_batch([("k1", 1, None, "u"), ("k2", 2, "c", "t"), ("k3", 3, None, "t")])]
-    metrics, written = run(cluster, {**FRAMED, **DLQ}, batches)
+    metrics, written = run(cluster, {**FRAMED, **DLQ}, batches, rechunk_rows=0)  # letters in batch order
     assert [r.key for r in records(cluster, "t")] == [b"k0", b"k2"]
     assert records(cluster, "u") == []
     letters = records(cluster, "dlq")
@@ -216,3 +216,28 @@ def test_a_struct_whose_field_names_differ_only_in_case_is_not_flattened():
                                                                T.StructField("ID", T.StringType())]))])
     config = SinkConfig.from_options({**BOOT, "topic": "t", "value.format": "avro", "value.avro.framing": "none"})
     assert flat_structs(validate_schema(frame, config)) == ()
+
+
+def test_an_avro_side_rechunks_spark_batches_by_default_and_bytes_columns_do_not():
+    """The Avro encoder's cost per send_arrow call spreads over more rows: Spark's 10,000-row
+    batches are concatenated up to AVRO_RECHUNK_ROWS; a bytes-only sink sends them as they come."""
+    from spark_kafka_sink.spark.arrow_writer import AVRO_RECHUNK_ROWS, DEFAULT_RECHUNK_ROWS
+
+    config, written = resolved(FRAMED)
+    assert ArrowWriter(config, written).rechunk_rows == AVRO_RECHUNK_ROWS > 10_000
+    assert ArrowWriter(config, written, rechunk_rows=0).rechunk_rows == 0
+    plain = SinkConfig.from_options(BOOT)
+    assert ArrowWriter(plain, validate_schema(FRAME.fromJson({**FRAME.jsonValue(), "fields": [
+        f for f in FRAME.jsonValue()["fields"] if f["name"] != "value"] + [
+        {"name": "value", "type": "string", "nullable": True, "metadata": {}}]}), plain)).rechunk_rows \
+        == DEFAULT_RECHUNK_ROWS == 0
+
+
+def test_rechunked_avro_batches_name_the_rows_of_the_partition(cluster):
+    """Concatenated batches keep every row's position in the task's partition: the row that
+    cannot be encoded is named as it would be in its own Spark batch."""
+    first = spark_batch([("k0", 0, "a", "t"), ("k1", 1, "b", "t")])
+    second = spark_batch([("k2", 2, "c", "t"), ("k3", 3, None, "t")])
+    with pytest.raises(PartitionWriteError) as info:
+        run(cluster, FRAMED, [first, second])
+    assert "row 3" in str(info.value)
