@@ -78,9 +78,11 @@ class Metadata:
                  metadata_max_age_ms: int = 300_000, metadata_max_idle_ms: int = 300_000,
                  retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
                  rng: UniformSource | None = None):
-        self._snapshot = (bootstrap if isinstance(bootstrap, ClusterSnapshot)
-                          else ClusterSnapshot.bootstrap(bootstrap))
-        self._bootstrap_snapshot = self._snapshot
+        # the current immutable view: read it without a lock; only this class replaces it (a
+        # plain attribute, not a property: send() reads it per record)
+        self.snapshot = (bootstrap if isinstance(bootstrap, ClusterSnapshot)
+                         else ClusterSnapshot.bootstrap(bootstrap))
+        self._bootstrap_snapshot = self.snapshot
         self.rebootstraps = 0                      # times the bootstrap list was used again
         self._failing_since_ms: int | None = None  # first failed attempt since the last success
         self._max_age_ms = metadata_max_age_ms
@@ -98,7 +100,7 @@ class Metadata:
         self._fatal: KafkaError | None = None
         self._closed = False
         self._waker: Callable[[], None] | None = None
-        self._bootstrap = tuple(f"{n.host}:{n.port}" for n in self._snapshot.nodes.values())
+        self._bootstrap = tuple(f"{n.host}:{n.port}" for n in self.snapshot.nodes.values())
         self._connection_errors: dict[str, str] = {}  # address -> its last connection error
         self._requests_sent = 0                    # Metadata requests sent so far
         self._answered = 0                         # _requests_sent when the last update was applied
@@ -107,11 +109,6 @@ class Metadata:
         self._cluster_change: ClusterChange | None = None
 
     # --- reads ----------------------------------------------------------------------------------
-
-    @property
-    def snapshot(self) -> ClusterSnapshot:
-        """The current immutable view (no lock needed)."""
-        return self._snapshot
 
     @property
     def update_version(self) -> int:
@@ -190,7 +187,7 @@ class Metadata:
         millisecond and topic instead of once per record.
 
         Reads only: a ``dict.get`` and the snapshot reference, both atomic under the GIL."""
-        snapshot = self._snapshot
+        snapshot = self.snapshot
         # topics_with_partitions: exactly the topics with a truthy partition_count, without a call
         if (self._topics.get(topic) == now_ms + self._max_idle_ms
                 and topic in snapshot.topics_with_partitions):
@@ -206,16 +203,16 @@ class Metadata:
         with self._cond:
             self._raise_if_invalid(topic)
             self._touch(topic, start_ms)
-            if _has_partition(self._snapshot, topic, partition):
-                return self._snapshot
+            if _has_partition(self.snapshot, topic, partition):
+                return self.snapshot
         while True:
             version = self._request_update_for(topic)
             self._wake()
             with self._cond:
                 self._wait_for_version(version, topic, partition, max_wait_ms, start_ms, clock)
                 self._raise_for_topic(topic)
-                if _has_partition(self._snapshot, topic, partition):
-                    return self._snapshot
+                if _has_partition(self.snapshot, topic, partition):
+                    return self.snapshot
                 if clock.monotonic_ms() - start_ms >= max_wait_ms:
                     raise self._timeout(topic, partition, max_wait_ms)
 
@@ -228,9 +225,9 @@ class Metadata:
         start_ms = clock.monotonic_ms()
         with self._cond:
             self._touch(topic, start_ms)
-            count = self._snapshot.partition_count(topic) or 0
+            count = self.snapshot.partition_count(topic) or 0
             if partition < count:
-                return self._snapshot
+                return self.snapshot
             if count and self._missing.get(topic) == count:
                 raise InvalidPartitionError(topic, partition, count)
             sent_before = self._requests_sent
@@ -239,9 +236,9 @@ class Metadata:
                 self._wake()
                 self._wait_for_version(self._version, topic, partition, max_wait_ms, start_ms, clock)
             self._raise_for_topic(topic)
-            count = self._snapshot.partition_count(topic) or 0
+            count = self.snapshot.partition_count(topic) or 0
             if partition < count:
-                return self._snapshot
+                return self.snapshot
             if not count:
                 raise self._timeout(topic, partition, max_wait_ms)
             self._missing[topic] = count
@@ -264,7 +261,7 @@ class Metadata:
         snapshot = ClusterSnapshot.from_metadata_response(response)
         with self._cond:
             if self._closed:
-                return self._snapshot
+                return self.snapshot
             change = self._note_cluster_id(snapshot.cluster_id)
             self._version += 1
             self._answered = self._requests_sent
@@ -282,7 +279,7 @@ class Metadata:
             self._allowed_at_ms = now_ms + self._backoff.backoff(0)
             if self._new_topics:      # added after this request went out: ask again at once
                 self._request_immediate_update()
-            self._snapshot = snapshot
+            self.snapshot = snapshot
             self._cond.notify_all()
         if change is not None:
             log.warning("the cluster behind bootstrap.servers (%s) changed: cluster id %s, now %s. "
@@ -307,8 +304,8 @@ class Metadata:
                 log.debug("ignoring leader hints from cluster %s: it was replaced",
                           self._cluster_change.previous if self._cluster_change else None)
                 return frozenset()
-            snapshot, moved = self._snapshot.with_leaders(leaders, nodes)
-            self._snapshot = snapshot
+            snapshot, moved = self.snapshot.with_leaders(leaders, nodes)
+            self.snapshot = snapshot
             if moved:
                 self._cond.notify_all()
         return moved
@@ -334,7 +331,7 @@ class Metadata:
             if self._closed:
                 return
             self.rebootstraps += 1
-            self._snapshot = self._bootstrap_snapshot
+            self.snapshot = self._bootstrap_snapshot
             self._need_update = True
             self._attempts = 0
             self._failing_since_ms = None
@@ -401,13 +398,13 @@ class Metadata:
                 raise self._timeout(topic, partition, max_wait_ms)
 
     def _raise_if_invalid(self, topic: str) -> None:
-        if self._snapshot.topic_error(topic) == ErrorCode.INVALID_TOPIC_EXCEPTION:
+        if self.snapshot.topic_error(topic) == ErrorCode.INVALID_TOPIC_EXCEPTION:
             raise _topic_error(ErrorCode.INVALID_TOPIC_EXCEPTION, topic)
 
     def _raise_for_topic(self, topic: str) -> None:
         if self._closed:
             raise _closed_error(topic)
-        code = self._snapshot.topic_error(topic)
+        code = self.snapshot.topic_error(topic)
         if code in FATAL_TOPIC_ERRORS:
             raise _topic_error(code, topic)
 
@@ -435,11 +432,11 @@ class Metadata:
                                self._connection_errors.items())
             last = f"connection errors: {errors}" if errors else "no connection error seen yet"
             return f"no broker has answered yet (bootstrap.servers tried: {tried}; {last})"
-        code = self._snapshot.topic_error(topic)
+        code = self.snapshot.topic_error(topic)
         if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             return (f"the cluster answered, and topic {topic} does not exist "
                     "(UNKNOWN_TOPIC_OR_PARTITION); this producer never creates topics: create it first")
-        count = self._snapshot.partition_count(topic)
+        count = self.snapshot.partition_count(topic)
         if count:
             return f"the cluster answered, and topic {topic} has {count} partition(s)"
         detail = f" ({error_for(code)})" if code else ""

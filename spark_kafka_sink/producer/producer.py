@@ -122,7 +122,7 @@ class _TopicRoute:
     of a key depends only on the key and the partition count, fixed for the route's life."""
 
     __slots__ = ("snapshot", "topic", "partition_count", "view", "sticky", "queues", "by_key",
-                 "used_ms")
+                 "used_ms", "used_wall_ms")
 
     def __init__(self, snapshot: ClusterSnapshot, topic: str):
         self.snapshot = snapshot
@@ -132,9 +132,11 @@ class _TopicRoute:
         self.sticky = StickyTarget(topic, self.view)
         self.queues: list = [None] * (self.partition_count or 0)
         self.by_key: dict[bytes, Any] = {}
-        # the millisecond (monotonic) in which send last found the topic marked used in the
-        # metadata: sends in the same millisecond need not look again
+        # the (wall-clock) millisecond in which send last found the topic marked used in the
+        # metadata, and the monotonic time read then: sends in the same millisecond need not look
+        # again, nor read the monotonic clock
         self.used_ms = -1
+        self.used_wall_ms = -1
 
     def queue(self, accumulator: RecordAccumulator, partition: int):
         """The partition's queue handle, looked up on first use."""
@@ -256,15 +258,19 @@ class KafkaProducer:
                                 f"not {type(headers).__name__}")
             if RecordBatchBuilder.estimate_size_upper_bound(key, value, headers) > self._max_record_size:
                 self._check_size(topic, key, value, headers)
-        now_ms = self._monotonic_ms()
+        wall_ms = self._now_ms()
         route = self._routes[1].get(topic)
-        if route is not None and route.used_ms == now_ms and route.snapshot is self._metadata.snapshot:
-            # marked used in this millisecond, and the metadata has not changed since
+        if (route is not None and route.used_wall_ms == wall_ms
+                and route.snapshot is self._metadata.snapshot):
+            # found marked used in this (wall-clock) millisecond, and the metadata has not
+            # changed since: the monotonic time read then stands for now (under 1 ms behind), so
+            # a record reads one clock, as in Java
+            now_ms = route.used_ms
             remaining_ms = self._max_block_ms
         else:  # a new topic, or the first send to it in this millisecond
-            route, now_ms, remaining_ms = self._route_for_send(topic, now_ms)
+            route, now_ms, remaining_ms, wall_ms = self._route_for_send(topic, wall_ms)
         if timestamp_ms is None:
-            timestamp_ms = self._now_ms()
+            timestamp_ms = wall_ms
         if partition is None:
             if key is None or self._ignore_keys:
                 target = route.sticky  # the accumulator picks the partition (KIP-794)
@@ -497,21 +503,27 @@ class KafkaProducer:
                     f"a record for topic {topic!r} is {size} bytes when serialized, which is larger "
                     f"than {limit}, the value of the {name} configuration")
 
-    def _route_for_send(self, topic: str, now_ms: int) -> tuple[_TopicRoute, int, int]:
+    def _route_for_send(self, topic: str, wall_ms: int) -> tuple[_TopicRoute, int, int, int]:
         """``send``'s route once per millisecond and topic: the topic marked used in the current
         metadata (``Metadata.used_snapshot``), or else waited for, at most ``max.block.ms``.
-        Returns the route, ``now_ms`` after any wait, and what is left of ``max.block.ms``."""
+        ``wall_ms``: the wall clock read by the send. Returns the route, the monotonic time after
+        any wait, what is left of ``max.block.ms`` and the wall clock after any wait."""
         max_block_ms = self._max_block_ms
+        now_ms = self._monotonic_ms()
         snapshot = self._metadata.used_snapshot(topic, now_ms)
         if snapshot is not None:
             route = self._route(snapshot, topic)
-            route.used_ms = now_ms  # the next sends in this millisecond skip this method
-            return route, now_ms, max_block_ms
+            # the next sends in this millisecond skip this method (used_ms first: a reader that
+            # sees the new used_wall_ms sees the used_ms read with it)
+            route.used_ms = now_ms
+            route.used_wall_ms = wall_ms
+            return route, now_ms, max_block_ms, wall_ms
         check_topic(topic)  # a bad name never reaches the metadata (a known topic is valid)
         self._raise_if_sender_died()
         snapshot = self._await_topic(topic, max_block_ms)
         after_ms = self._monotonic_ms()
-        return self._route(snapshot, topic), after_ms, max(0, max_block_ms - (after_ms - now_ms))
+        return (self._route(snapshot, topic), after_ms, max(0, max_block_ms - (after_ms - now_ms)),
+                self._now_ms())
 
     def _route(self, snapshot: ClusterSnapshot, topic: str) -> _TopicRoute:
         """What ``send`` needs of ``topic`` in ``snapshot``, cached per metadata snapshot object:

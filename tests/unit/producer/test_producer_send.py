@@ -42,7 +42,7 @@ def producer_for():
     def make(**config):
         producer = KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "max.block.ms": 2_000,
                                   "reconnect.backoff.ms": 1_000, **config})
-        producer._metadata._snapshot = ClusterSnapshot(
+        producer._metadata.snapshot = ClusterSnapshot(
             [Node(1, "127.0.0.1", 1)], [PartitionInfo("t", p, 1) for p in range(3)])
         producers.append(producer)
         return producer
@@ -129,7 +129,7 @@ def test_a_metadata_change_is_seen_by_the_next_send_in_the_same_millisecond():
                               "reconnect.backoff.ms": 1_000}, clock=clock)
     try:
         def use(partitions: int) -> None:
-            producer._metadata._snapshot = ClusterSnapshot(
+            producer._metadata.snapshot = ClusterSnapshot(
                 [Node(1, "127.0.0.1", 1)], [PartitionInfo("t", p, 1) for p in range(partitions)])
 
         key = next(k for k in (b"k%d" % i for i in range(100))
@@ -138,5 +138,26 @@ def test_a_metadata_change_is_seen_by_the_next_send_in_the_same_millisecond():
         assert _keyed_partitions(producer, [key, key]) == [partition_for_key(key, 3)] * 2
         use(6)
         assert _keyed_partitions(producer, [key]) == [partition_for_key(key, 6)]
+    finally:
+        producer.close(0)
+
+
+def test_a_send_stamps_the_wall_clock_and_a_new_batch_the_monotonic_time_of_that_millisecond():
+    """send() reads the wall clock per record; the monotonic time comes from the first send of
+    the millisecond (the route's), so the batch's creation and the records' timestamps follow
+    both clocks as they move."""
+    clock = FakeClock(wall_ms=1_700_000_000_000, monotonic_ms=5_000)
+    producer = KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "max.block.ms": 2_000,
+                              "reconnect.backoff.ms": 1_000, "linger.ms": 60_000}, clock=clock)
+    try:
+        producer._metadata.snapshot = ClusterSnapshot([Node(1, "127.0.0.1", 1)], [PartitionInfo("t", 0, 1)])
+        tp = producer.send("t", b"a", key=b"k").topic_partition
+        producer.send("t", b"b", key=b"k")            # the same millisecond: the route's times
+        clock.advance(3.5)
+        producer.send("t", b"c", key=b"k")
+        [batch] = producer._accumulator.queued_batches(tp)
+        assert batch.created_ms == 5_000
+        assert (batch.builder.base_timestamp, batch.builder.max_timestamp) == (
+            1_700_000_000_000, 1_700_000_000_003)
     finally:
         producer.close(0)

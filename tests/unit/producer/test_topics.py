@@ -47,7 +47,7 @@ def test_a_topic_that_is_not_a_str_is_a_type_error(name):
 def producer():
     made = KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "max.block.ms": 2_000,
                           "reconnect.backoff.ms": 1_000})
-    made._metadata._snapshot = ClusterSnapshot(
+    made._metadata.snapshot = ClusterSnapshot(
         [Node(1, "127.0.0.1", 1)], [PartitionInfo("t", p, 1) for p in range(3)])
     yield made
     made.close(0)
