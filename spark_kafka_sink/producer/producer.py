@@ -242,22 +242,14 @@ class KafkaProducer:
             raise ProducerClosedError("cannot send after the producer is closed")
         if self._transactional is not None:
             self._transactional.check_can_send()
-        # the common types are checked inline: this runs once per record
-        if type(key) is not bytes and key is not None:
-            key = _as_bytes(key, "key")
-        if type(value) is not bytes and value is not None:
-            value = _as_bytes(value, "value")
+        # the common record (bytes key and value, no headers, far below the limit) takes two
+        # type tests and a length sum; anything else is converted and estimated exactly
+        if type(key) is not bytes or type(value) is not bytes or headers:
+            key, value = self._checked_payload(topic, key, value, headers)
+        elif len(key) + len(value) > self._unchecked_payload_limit:
+            self._check_estimate(topic, key, value, headers)
         if timestamp_ms is not None and (type(timestamp_ms) is not int or timestamp_ms < 0):
             timestamp_ms = _checked_timestamp(timestamp_ms)
-        # the common record (bytes key and value, no headers, far below the limit) cannot be too
-        # large: skip the estimate; anything else is estimated exactly as before
-        if (headers or type(key) is not bytes or type(value) is not bytes
-                or len(key) + len(value) > self._unchecked_payload_limit):
-            if headers and not isinstance(headers, (list, tuple)):  # a str, dict or generator
-                raise TypeError(f"headers must be a list or tuple of (str, bytes | None) pairs, "
-                                f"not {type(headers).__name__}")
-            if RecordBatchBuilder.estimate_size_upper_bound(key, value, headers) > self._max_record_size:
-                self._check_size(topic, key, value, headers)
         wall_ms = self._now_ms()
         route = self._routes[1].get(topic)
         if (route is not None and route.used_wall_ms == wall_ms
@@ -491,6 +483,26 @@ class KafkaProducer:
             self._sender.wakeup()
         else:
             self._sender.wakeup_by(now_ms + accumulator.linger_ms)
+
+    def _checked_payload(self, topic: str, key, value, headers) -> tuple:
+        """``send``'s checks of a record that is not a plain one (bytes key and value, no
+        headers): ``str`` made UTF-8, other types refused, headers a list or tuple, the size
+        estimated; the key and value to send."""
+        if key is not None and type(key) is not bytes:
+            key = _as_bytes(key, "key")
+        if value is not None and type(value) is not bytes:
+            value = _as_bytes(value, "value")
+        if headers and not isinstance(headers, (list, tuple)):  # a str, dict or generator
+            raise TypeError(f"headers must be a list or tuple of (str, bytes | None) pairs, "
+                            f"not {type(headers).__name__}")
+        self._check_estimate(topic, key, value, headers)
+        return key, value
+
+    def _check_estimate(self, topic: str, key, value, headers) -> None:
+        """The record's size estimate against the limits (:meth:`_check_size` names the one it
+        exceeds)."""
+        if RecordBatchBuilder.estimate_size_upper_bound(key, value, headers) > self._max_record_size:
+            self._check_size(topic, key, value, headers)
 
     def _check_size(self, topic: str, key, value, headers) -> None:
         """Java's ``ensureValidRecordSize``: the record alone in a batch must fit both limits.
