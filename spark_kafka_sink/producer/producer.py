@@ -266,9 +266,11 @@ class KafkaProducer:
         if partition is None:
             if key is None or self._ignore_keys:
                 target = route.sticky  # the accumulator picks the partition (KIP-794)
-            else:  # a bytearray or memoryview key is not hashable: it always goes to keyed()
-                target = (type(key) is bytes and route.by_key.get(key)) or route.keyed(
-                    self._accumulator, key)
+            else:
+                try:  # a bytearray or writable memoryview is not hashable: keyed() takes it
+                    target = route.by_key.get(key) or route.keyed(self._accumulator, key)
+                except (TypeError, ValueError):
+                    target = route.keyed(self._accumulator, key)
         else:
             try:
                 partition = check_partition(topic, partition, route.partition_count)
