@@ -68,7 +68,7 @@ from .transactions.manager import TransactionManager
 
 if TYPE_CHECKING:
     from ..client.cluster_snapshot import ClusterSnapshot
-    from .partitioner import StickyPartitioner, TopicView
+    from .partitioner import StickyPartitioner, TopicState, TopicView
 
 log = logging.getLogger(__name__)
 
@@ -101,11 +101,15 @@ class StickyTarget:
     the current metadata, shows the topic. Immutable; the producer keeps one per topic and
     metadata snapshot."""
 
-    __slots__ = ("topic", "view")
+    __slots__ = ("topic", "view", "state")
 
-    def __init__(self, topic: str, view: TopicView):
+    def __init__(self, topic: str, view: TopicView, state: TopicState | None = None):
+        """``state``: the sticky partitioner's state of ``topic``
+        (:meth:`~.partitioner.StickyPartitioner.topic_state`), so that an append reads the
+        current token without a lookup; ``None``: the append takes the locked path."""
         self.topic = topic
         self.view = view
+        self.state = state
 
 
 @dataclass(frozen=True)
@@ -301,7 +305,7 @@ class RecordAccumulator:
         """
         if target.__class__ is StickyTarget:
             return self._append_sticky(target.topic, target.view, timestamp_ms, key, value,
-                                       headers, callback, max_block_ms, now_ms)
+                                       headers, callback, max_block_ms, now_ms, target.state)
         # acquire/release rather than `with`: half the cost, ~0.08 µs a record
         lock = target.lock
         lock.acquire()
@@ -340,14 +344,20 @@ class RecordAccumulator:
             self._pool.deallocate(lease)
 
     def _append_sticky(self, topic: str, view: TopicView, timestamp_ms: int, key, value, headers,
-                       callback: SendCallback | None, max_block_ms: int,
-                       now_ms: int) -> tuple[RecordFuture, bool, bool, int]:
+                       callback: SendCallback | None, max_block_ms: int, now_ms: int,
+                       state: TopicState | None = None) -> tuple[RecordFuture, bool, bool, int]:
         """:meth:`append` to the topic's sticky partition, as ``view`` (the current metadata)
         shows the topic: Java's loop, which starts over when another thread switched the
-        partition meanwhile."""
+        partition meanwhile. A record without callback first tries the open batch of the
+        current partition (:meth:`_append_sticky_open`)."""
         partitioner = self._partitioner
         if partitioner is None:
             raise RuntimeError("a StickyTarget append needs the accumulator to have a partitioner")
+        if state is not None and callback is None:
+            result = self._append_sticky_open(topic, state, timestamp_ms, key, value, headers,
+                                              view)
+            if result is not None:
+                return result
         lease = None
         try:
             while True:
@@ -376,6 +386,47 @@ class RecordAccumulator:
                     return result
         finally:
             self._pool.deallocate(lease)
+
+    def _append_sticky_open(self, topic: str, state: TopicState, timestamp_ms: int, key, value,
+                            headers, view: TopicView) -> tuple[RecordFuture, bool, bool, int] | None:
+        """The common sticky append, in one call: the current token's partition has an open
+        batch with room for the record. ``None`` when it has not (no token yet, another
+        thread switched, no open batch, no room, the accumulator closed): nothing was changed,
+        and :meth:`_append_sticky`'s loop decides, as in Java. What it skips is what that loop
+        would find unchanged: with an open last batch, ``_sticky_changed`` is ``is_changed``;
+        below ``batch.size`` bytes, ``update_partition_info`` only adds them (no switch)."""
+        sticky = state.current
+        if sticky is None:
+            return None
+        partitions = self._topics.get(topic)
+        queue = None if partitions is None else partitions.get(sticky.partition)
+        if queue is None:
+            return None
+        lock = queue.lock
+        lock.acquire()
+        try:
+            batches = queue.batches
+            if not batches or state.current is not sticky or self._closed:
+                return None
+            last = batches[-1]
+            builder = last.builder
+            if last.appends_closed or builder.last_append_full:  # no open batch: it may switch
+                return None
+            offset_delta = builder.append_record(timestamp_ms, key, value, headers)
+            if offset_delta is None:
+                return None
+            future = RecordFuture(last.completion, offset_delta, timestamp_ms,
+                                  -1 if key is None else len(key), -1 if value is None else len(value))
+            size, full = builder.last_append_size, builder.last_append_full
+            partitioner = self._partitioner
+            produced = sticky.produced_bytes + size
+            if produced < partitioner.batch_size:  # counted under this deque lock (TopicState)
+                sticky.produced_bytes = produced
+            else:
+                partitioner.update_partition_info(topic, sticky, size, view, enable_switch=full)
+            return future, full, False, size
+        finally:
+            lock.release()
 
     @staticmethod
     def _sticky_changed(partitioner, topic, sticky, queue: _PartitionQueue, view) -> bool:

@@ -410,7 +410,14 @@ class StickyPartition:
         return f"StickyPartition(partition={self.partition}, produced_bytes={self.produced_bytes})"
 
 
-class _TopicState:
+class TopicState:
+    """One topic's sticky state. ``current``, the token, is read without a lock (by :meth:`
+    StickyPartitioner.peek`, and by the accumulator's append); it is replaced under ``lock``,
+    only by :meth:`StickyPartitioner.peek` (when there is none) and by
+    :meth:`StickyPartitioner.update_partition_info` (a switch), whose callers hold the deque
+    lock of the current token's partition: so a token's ``produced_bytes`` changes only under
+    that deque lock."""
+
     __slots__ = ("lock", "current", "stats")
 
     def __init__(self) -> None:
@@ -453,7 +460,7 @@ class StickyPartitioner:
         self.adaptive = adaptive
         self.availability_timeout_ms = availability_timeout_ms
         self._random = rng if rng is not None else random.Random()
-        self._topics: dict[str, _TopicState] = {}
+        self._topics: dict[str, TopicState] = {}
         self._lock = threading.Lock()
 
     # -- choosing ------------------------------------------------------------------------
@@ -464,7 +471,7 @@ class StickyPartitioner:
 
     def peek(self, topic: str, view: TopicView) -> StickyPartition:
         """The topic's current sticky partition token (Java's ``peekCurrentPartitionInfo``)."""
-        state = self._state(topic)
+        state = self.topic_state(topic)
         current = state.current
         if current is not None:
             return current
@@ -475,7 +482,7 @@ class StickyPartitioner:
 
     def is_changed(self, topic: str, sticky: StickyPartition) -> bool:
         """Whether another thread switched the topic away from ``sticky`` since it was peeked."""
-        return self._state(topic).current is not sticky
+        return self.topic_state(topic).current is not sticky
 
     def update_partition_info(self, topic: str, sticky: StickyPartition, appended_bytes: int,
                               view: TopicView, *, enable_switch: bool = True) -> bool:
@@ -486,7 +493,7 @@ class StickyPartitioner:
         ``2 * batch_size`` regardless. Returns whether it switched. A stale token (the topic
         already switched) changes nothing.
         """
-        state = self._state(topic)
+        state = self.topic_state(topic)
         with state.lock:
             if state.current is not sticky:
                 return False
@@ -497,7 +504,7 @@ class StickyPartitioner:
                 return True
             return False
 
-    def _next_partition(self, topic: str, state: _TopicState, view: TopicView) -> int:
+    def _next_partition(self, topic: str, state: TopicState, view: TopicView) -> int:
         """Java's ``nextPartition``: weighted by the load stats if any, else uniform."""
         r = self._random.getrandbits(31)  # = toPositive(nextInt())
         stats = state.stats
@@ -538,7 +545,7 @@ class StickyPartitioner:
                 sizes.append(queue.queue_size)
                 ids.append(queue.partition)
             stats = build_load_stats(sizes, ids, len(queues))
-        state = self._state(topic)
+        state = self.topic_state(topic)
         with state.lock:
             state.stats = stats
 
@@ -547,9 +554,10 @@ class StickyPartitioner:
         state = self._topics.get(topic)
         return None if state is None else state.stats
 
-    def _state(self, topic: str) -> _TopicState:
+    def topic_state(self, topic: str) -> TopicState:
+        """``topic``'s state, made on first use (kept for the partitioner's life)."""
         state = self._topics.get(topic)
         if state is None:
             with self._lock:
-                state = self._topics.setdefault(topic, _TopicState())
+                state = self._topics.setdefault(topic, TopicState())
         return state

@@ -49,8 +49,8 @@ from .future import RecordFuture
 from .metrics import ProducerMetrics
 from .metrics_snapshot import MetricsSnapshot
 from .partitioner import (
-    KEY_CACHE_MAX_KEY_BYTES, KEY_CACHE_SIZE, StickyPartitioner, TopicPartitions, check_partition,
-    partition_for_key,
+    KEY_CACHE_MAX_KEY_BYTES, KEY_CACHE_SIZE, StickyPartitioner, TopicPartitions, TopicState,
+    check_partition, partition_for_key,
 )
 from .transactions.resumable import ResumableTransaction
 from .sender import Sender, SenderSettings
@@ -82,7 +82,8 @@ _LEVEL_ATTRIBUTE = {
 
 
 # RecordBatchBuilder.estimate_size_upper_bound of a headerless record with bytes key and value is
-# NO_HEADERS_SIZE_BOUND + len(key) + len(value) + (each length's zig-zag varint size - 1). The fast
+# NO_HEADERS_SIZE_BOUND + len(key) + len(value) + (each length's zig-zag varint size - 1); with no
+# key, NO_HEADERS_SIZE_BOUND + len(value) + (its varint size - 1), within the same bound. The fast
 # check in send() only applies when len(key) + len(value) <= _max_record_size - this bound, and
 # _max_record_size <= max.request.size, an int32: each length is then below 2**31, whose varint
 # takes at most 5 bytes, so 4 + 4 covers both (tests/unit/producer checks the parity).
@@ -124,12 +125,12 @@ class _TopicRoute:
     __slots__ = ("snapshot", "topic", "partition_count", "view", "sticky", "queues", "by_key",
                  "used_ms", "used_wall_ms")
 
-    def __init__(self, snapshot: ClusterSnapshot, topic: str):
+    def __init__(self, snapshot: ClusterSnapshot, topic: str, sticky_state: TopicState):
         self.snapshot = snapshot
         self.topic = topic
         self.partition_count = snapshot.partition_count(topic)
         self.view = TopicPartitions(self.partition_count, snapshot.available_partitions_for(topic))
-        self.sticky = StickyTarget(topic, self.view)
+        self.sticky = StickyTarget(topic, self.view, sticky_state)
         self.queues: list = [None] * (self.partition_count or 0)
         self.by_key: dict[bytes, Any] = {}
         # the (wall-clock) millisecond in which send last found the topic marked used in the
@@ -242,11 +243,11 @@ class KafkaProducer:
             raise ProducerClosedError("cannot send after the producer is closed")
         if self._transactional is not None:
             self._transactional.check_can_send()
-        # the common record (bytes key and value, no headers, far below the limit) takes two
-        # type tests and a length sum; anything else is converted and estimated exactly
-        if type(key) is not bytes or type(value) is not bytes or headers:
+        # the common record (a bytes or no key, a bytes value, no headers, far below the limit)
+        # takes three tests and a length sum; anything else is converted and estimated exactly
+        if type(value) is not bytes or headers or (type(key) is not bytes and key is not None):
             key, value = self._checked_payload(topic, key, value, headers)
-        elif len(key) + len(value) > self._unchecked_payload_limit:
+        elif (len(value) if key is None else len(key) + len(value)) > self._unchecked_payload_limit:
             self._check_estimate(topic, key, value, headers)
         if timestamp_ms is not None and (type(timestamp_ms) is not int or timestamp_ms < 0):
             timestamp_ms = _checked_timestamp(timestamp_ms)
@@ -487,8 +488,8 @@ class KafkaProducer:
             self._sender.wakeup_by(now_ms + accumulator.linger_ms)
 
     def _checked_payload(self, topic: str, key, value, headers) -> tuple:
-        """``send``'s checks of a record that is not a plain one (bytes key and value, no
-        headers): ``str`` made UTF-8, other types refused, headers a list or tuple, the size
+        """``send``'s checks of a record that is not a plain one (a bytes or no key, a bytes
+        value, no headers): ``str`` made UTF-8, other types refused, headers a list or tuple, the size
         estimated; the key and value to send."""
         if key is not None and type(key) is not bytes:
             key = _as_bytes(key, "key")
@@ -549,7 +550,7 @@ class KafkaProducer:
             self._routes = (snapshot, routes)
         route = routes.get(topic)
         if route is None:
-            route = routes[topic] = _TopicRoute(snapshot, topic)
+            route = routes[topic] = _TopicRoute(snapshot, topic, self._partitioner.topic_state(topic))
         return route
 
     # --- transactions ---------------------------------------------------------------------------

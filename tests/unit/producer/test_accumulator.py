@@ -535,10 +535,10 @@ def test_append_throughput():
 
 # --- the sticky partitioner (records without key or partition) ------------------------------------
 
-def sticky_setup(adaptive: bool = False):
+def sticky_setup(adaptive: bool = False, memory: int = 64 * 1024):
     from spark_kafka_sink.producer.partitioner import StickyPartitioner, TopicPartitions
     partitioner = StickyPartitioner(BATCH_SIZE, adaptive=adaptive, rng=random.Random(3))
-    s = setup(partitioner=partitioner)
+    s = setup(partitioner=partitioner, memory=memory)
     return s, partitioner, TopicPartitions(3, (0, 1, 2))
 
 
@@ -556,6 +556,34 @@ def test_sticky_appends_stay_on_one_partition_for_a_batch_then_switch():
         batches = s.accumulator.queued_batches(tp)
         assert all(batch.is_full for batch in batches[:-1])
     assert sum(len(s.accumulator.queued_batches(tp)) for tp in (T0, T1, T2)) >= 3
+
+
+def test_the_sticky_open_batch_path_appends_and_switches_as_the_locked_loop_does():
+    """A StickyTarget with the partitioner's state takes the one-call path while the current
+    partition has an open batch with room; without it every append takes Java's loop. Same
+    seeded partitioner, same records (sizes varied, some past batch.size alone), batches drained
+    before they fill now and then (as linger.ms does, so a partition's bytes pass 2 x batch.size
+    with a batch still open): the same partitions, flags, sizes and batches."""
+    rng = random.Random(11)
+    steps = [(rng.choice((10, 50, 200, 900, 1500)), rng.random() < 0.15) for _ in range(300)]
+
+    def run(with_state: bool):
+        s, partitioner, view = sticky_setup(memory=1 << 20)
+        target = StickyTarget("t", view, partitioner.topic_state("t") if with_state else None)
+        outcomes, drained = [], []
+        for size, drain in steps:
+            future, full, new, appended = s.accumulator.append(target, TS, None, b"v" * size, None,
+                                                                None, 0, s.now)
+            outcomes.append((future.topic_partition.partition, full, new, appended))
+            if drain:
+                s.clock.advance(LINGER_MS)
+                for batches in s.drain().values():
+                    drained += [(b.topic_partition.partition, b.record_count) for b in batches]
+        queued = [(tp.partition, b.record_count, b.estimated_size_in_bytes)
+                  for tp in (T0, T1, T2) for b in s.accumulator.queued_batches(tp)]
+        return outcomes, drained, queued
+
+    assert run(with_state=True) == run(with_state=False)
 
 
 def test_ready_feeds_queue_sizes_to_the_adaptive_partitioner():
