@@ -40,6 +40,7 @@ __all__ = [
     "INT32_MAX",
     "Parts",
     "RaggedBytes",
+    "TAKE_MOST_BYTES",
     "Varints",
     "value_lengths",
     "offsets_of",
@@ -48,6 +49,10 @@ __all__ = [
 ]
 
 INT32_MAX = 2 ** 31 - 1
+TAKE_MOST_BYTES = 32 << 20
+"""The most bytes of parts :meth:`Parts.join` joins with a ``take`` (see
+:func:`~spark_kafka_sink.record.arrow_columns.interleave`): a chunk of 65,536 rows of a few
+hundred bytes; past that, the join, which holds no copy of them."""
 
 
 def zigzag_column(values: np.ndarray) -> np.ndarray:
@@ -163,7 +168,7 @@ class Parts:
         pieces = [piece if piece.type == kind else piece.cast(kind) for piece in pieces]
         if len(pieces) == 1 and not pieces[0].null_count:
             return pieces[0]
-        return interleave(pieces, kind)
+        return interleave(pieces, kind, take_most_bytes=TAKE_MOST_BYTES)
 
 
 def _total_bytes(array: pa.Array) -> int:

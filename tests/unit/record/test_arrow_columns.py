@@ -56,3 +56,12 @@ def test_interleave_joins_each_row_of_sliced_pieces_with_nulls_as_empty(kind, lo
     assert joined.type == kind and joined.null_count == 0
     assert joined.to_pylist() == [b"".join(p or b"" for p in row)
                                   for row in zip(other[start:stop], values[start:stop], tail[start:stop])]
+
+
+@pytest.mark.parametrize("take_most_bytes", [0, 1 << 20], ids=["join", "take"])
+def test_interleave_bytes_bound_picks_the_kernel_not_the_bytes(take_most_bytes):
+    """``take_most_bytes`` moves where the join takes over; below or past it, the same rows."""
+    pieces = [pa.array([b"a", None, b"bc"]), pa.array([b"", b"d", None])]
+    joined = interleave(pieces, pa.binary(), take_most_bytes=take_most_bytes)
+    assert joined.null_count == 0
+    assert joined.to_pylist() == [b"a", b"d", b"bc"]
