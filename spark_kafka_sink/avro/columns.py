@@ -19,8 +19,9 @@ and row, in C++; faster than ``binary_join_element_wise``). Every part takes a `
 (``None``: every row): an absent row writes nothing, which is how a union writes only the branch
 a row takes. An absent blob is a null value, which the take writes as nothing. A run keeps its
 mask only when some row uses fewer bytes than its widest (an absent row, a shorter varint or
-decimal); the columns of a part are written one by one (numpy copies a tall, narrow block into
-strided columns much faster that way).
+decimal). A part is written a column at a time, and a fixed-width or constant one a *word* column
+at a time (8, 4, 2 or 1 bytes of every row as one strided, unaligned numpy array): numpy copies a
+tall, narrow block into strided columns much faster that way.
 """
 
 from __future__ import annotations
@@ -232,9 +233,8 @@ def _flatten(run: list[Scalar], rows: int) -> pa.Array:
     sizes = np.zeros(rows, dtype=np.int64) if ragged else None
     at = 0
     for part, w in zip(run, widths):
-        block = matrix[:, at:at + w]
         used = None if mask is None else mask[:, at:at + w]
-        _write(part, w, block, used, sizes)
+        _write(part, w, matrix, at, used, sizes)
         at += w
     if mask is None:
         data = matrix.reshape(-1)
@@ -249,19 +249,20 @@ def _flatten(run: list[Scalar], rows: int) -> pa.Array:
                                   pa.py_buffer(data)])
 
 
-def _write(part: Scalar, width: int, block: np.ndarray, used: np.ndarray | None,
+def _write(part: Scalar, width: int, matrix: np.ndarray, at: int, used: np.ndarray | None,
            sizes: np.ndarray | None) -> None:
-    """Write ``part`` into ``block`` (``rows x width``); where a mask is kept, clear the bytes a
-    row does not use in ``used`` and add the bytes it does to ``sizes``."""
+    """Write ``part`` into columns ``at`` to ``at + width`` of ``matrix``; where a mask is kept,
+    clear the bytes a row does not use in ``used`` (those columns of the mask) and add the bytes
+    it does to ``sizes``."""
     present = part.present
     if isinstance(part, Constant):
-        block[:] = np.frombuffer(part.data, dtype=np.uint8)
+        _fill_columns(matrix, at, part.data)
         _count_whole(width, present, used, sizes)
     elif isinstance(part, FixedBytes):
-        _copy_columns(block, part.matrix)
+        _copy_columns(matrix, at, part.matrix)
         _count_whole(width, present, used, sizes)
     elif isinstance(part, RaggedBytes):
-        _copy_columns(block, part.matrix)
+        _copy_columns(matrix, at, part.matrix)
         starts = width - part.lengths
         for k in range(width):
             np.less_equal(starts, k, out=used[:, k])
@@ -269,7 +270,7 @@ def _write(part: Scalar, width: int, block: np.ndarray, used: np.ndarray | None,
                 used[:, k] &= present
         sizes += part.lengths if present is None else np.where(present, part.lengths, 0)
     else:
-        _write_varints(part, width, block, used, sizes)
+        _write_varints(part, width, matrix, at, used, sizes)
 
 
 def _count_whole(width: int, present: np.ndarray | None, used: np.ndarray | None,
@@ -284,30 +285,75 @@ def _count_whole(width: int, present: np.ndarray | None, used: np.ndarray | None
         sizes += present * width
 
 
-def _copy_columns(block: np.ndarray, matrix: np.ndarray) -> None:
-    """``block[:] = matrix`` one column at a time: numpy copies a tall, narrow block into the
-    strided columns of a wider matrix several times faster that way."""
-    for k in range(block.shape[1]):
-        block[:, k] = matrix[:, k]
+_WORDS = {8: np.dtype(np.uint64), 4: np.dtype(np.uint32), 2: np.dtype(np.uint16), 1: np.dtype(np.uint8)}
 
 
-def _write_varints(part: Varints, width: int, block: np.ndarray, used: np.ndarray | None,
+def _words(width: int) -> list[tuple[int, int]]:
+    """``width`` bytes as words of 8, 4, 2 and 1 bytes: each word's first byte and its size."""
+    out, at = [], 0
+    while at < width:
+        size = next(size for size in _WORDS if size <= width - at)
+        out.append((at, size))
+        at += size
+    return out
+
+
+def _column_words(array: np.ndarray, at: int, size: int) -> np.ndarray:
+    """Bytes ``at`` to ``at + size`` of every row of a C-contiguous 2-d uint8 ``array``, as one
+    (unaligned, strided) word per row: numpy copies a column of words in one pass, where a
+    column of bytes costs a pass per byte."""
+    rows, width = array.shape
+    return np.ndarray((rows,), dtype=_WORDS[size], buffer=array, offset=at, strides=(width,))
+
+
+def _copy_columns(matrix: np.ndarray, at: int, source: np.ndarray) -> None:
+    """``matrix[:, at:at + w] = source`` (``rows x w``), a word of each row at a time (one byte
+    column at a time when ``source`` is not C-contiguous)."""
+    rows, width = source.shape
+    if not rows or not width:
+        return
+    if not source.flags.c_contiguous:
+        for k in range(width):
+            matrix[:, at + k] = source[:, k]
+        return
+    for start, size in _words(width):
+        _column_words(matrix, at + start, size)[...] = _column_words(source, start, size)
+
+
+def _fill_columns(matrix: np.ndarray, at: int, data: bytes) -> None:
+    """Columns ``at`` to ``at + len(data)`` of every row of ``matrix`` set to ``data``."""
+    rows = matrix.shape[0]
+    if not rows:
+        return
+    for start, size in _words(len(data)):
+        word = np.frombuffer(data[start:start + size], dtype=_WORDS[size])
+        _column_words(matrix, at + start, size)[...] = np.broadcast_to(word, (rows,)).copy()
+
+
+def _write_varints(part: Varints, width: int, matrix: np.ndarray, at: int, used: np.ndarray | None,
                    sizes: np.ndarray | None) -> None:
-    z = _narrow(part.z, int(part.z.max()) if len(part.z) else 0)
-    kind = z.dtype.type
+    """Every row's varint in columns ``at`` to ``at + width``, a byte position at a time: the
+    value shifted by 7 more bits each time (in a narrower type once the rest fits), its low byte
+    with the high bit set where the rest is not 0. A row's used bytes are counted in one byte."""
+    most = int(part.z.max()) if len(part.z) else 0
+    shifted = _narrow(part.z, most)
     present = part.present
+    counts = None
     if used is not None:
         used[:, 0] = True if present is None else present
-        sizes += 1 if present is None else present
+        counts = np.ones(len(shifted), dtype=np.uint8) if present is None else present.astype(np.uint8)
     for k in range(width):
-        shifted = z >> kind(7 * k) if k else z
         byte = shifted.astype(np.uint8)
         if k < width - 1:
-            more = shifted > kind(0x7F)
+            most >>= 7
+            shifted = _narrow(shifted >> shifted.dtype.type(7), most)
+            more = shifted != 0
             np.bitwise_or(byte, np.uint8(0x80), out=byte, where=more)
             if used is not None:
                 if present is not None:
                     more &= present
                 used[:, k + 1] = more
-                sizes += more
-        block[:, k] = byte
+                counts += more
+        matrix[:, at + k] = byte
+    if used is not None:
+        sizes += counts
