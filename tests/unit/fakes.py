@@ -20,6 +20,9 @@ class FakeClock:
     def now_ms(self) -> int:
         return self._wall_ns // 1_000_000
 
+    def now_ns(self) -> int:
+        return self._wall_ns
+
     def monotonic_ms(self) -> int:
         return self._monotonic_ns // 1_000_000
 
