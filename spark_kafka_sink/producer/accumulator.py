@@ -320,9 +320,9 @@ class RecordAccumulator:
                     builder = last.builder
                     offset_delta = builder.append_record(timestamp_ms, key, value, headers)
                     if offset_delta is not None:
-                        return (RecordFuture(last.completion, offset_delta, timestamp_ms,
-                                             -1 if key is None else len(key),
-                                             -1 if value is None else len(value)),
+                        return (RecordFuture((last.completion, offset_delta, timestamp_ms,
+                                              -1 if key is None else len(key),
+                                              -1 if value is None else len(value), None)),
                                 builder.last_append_full, False, builder.last_append_size)
                 else:
                     future = last.try_append(timestamp_ms, key, value, headers, callback)
@@ -415,8 +415,9 @@ class RecordAccumulator:
             offset_delta = builder.append_record(timestamp_ms, key, value, headers)
             if offset_delta is None:
                 return None
-            future = RecordFuture(last.completion, offset_delta, timestamp_ms,
-                                  -1 if key is None else len(key), -1 if value is None else len(value))
+            future = RecordFuture((last.completion, offset_delta, timestamp_ms,
+                                   -1 if key is None else len(key),
+                                   -1 if value is None else len(value), None))
             size, full = builder.last_append_size, builder.last_append_full
             partitioner = self._partitioner
             produced = sticky.produced_bytes + size

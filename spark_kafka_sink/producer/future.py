@@ -4,8 +4,8 @@ A ``concurrent.futures.Future`` per record is expensive: it allocates a ``Condit
 a waiter list) at creation, and ``set_result`` takes that lock and notifies for every record on
 the sender thread. As Java does, a batch instead owns ONE :class:`BatchCompletion` (Java's
 ``ProduceRequestResult``) and every record gets a :class:`RecordFuture` (Java's
-``FutureRecordMetadata``): five slots, no lock, a fraction of a ``Future``'s cost
-(bench/README.md, "Figures behind design choices"). Its
+``FutureRecordMetadata``): an immutable tuple of six fields, built in one C call, no lock, a
+fraction of a ``Future``'s cost (bench/README.md, "Figures behind design choices"). Its
 :class:`~spark_kafka_sink.structs.RecordMetadata` is derived when asked for: offset =
 ``base_offset + index`` (-1 when the broker gave none), timestamp = the log-append time when the
 topic uses it, else the record's create time.
@@ -49,6 +49,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Callable, Optional, Sequence
 
 from ..errors import is_record_error
@@ -85,7 +86,7 @@ class BatchCompletion:
 
     __slots__ = ("topic_partition", "base_offset", "log_append_time_ms", "error",
                  "_final", "_settled", "_lock", "_condition", "_watchers", "_tallies",
-                 "_split", "_split_firsts", "_parent", "_parts_pending")
+                 "_split", "_split_firsts", "_parent", "_parts_pending", "_done_callbacks")
 
     def __init__(self, topic_partition: TopicPartition):
         self.topic_partition = topic_partition
@@ -104,6 +105,10 @@ class BatchCompletion:
         self._split_firsts: tuple[int, ...] = ()
         self._parent: BatchCompletion | None = None  # the completion this one is a split part of
         self._parts_pending = 0
+        # add_done_callback functions of this completion's futures, by the future's index here
+        # (a future is immutable; they stay here when a split moves the future to a part, whose
+        # lock then guards the adds: one dict from the start, so two parts never race to make it)
+        self._done_callbacks: dict[int, list[Callable]] = {}
 
     @property
     def done(self) -> bool:
@@ -270,30 +275,40 @@ class BatchCompletion:
                 return Watch.DONE
             if self._split is not None:
                 return Watch.MOVED
-            if future._done_callbacks is None:
-                future._done_callbacks = [fn]
+            done_callbacks = future._completion._done_callbacks  # kept there (see __init__)
+            functions = done_callbacks.get(future._index)
+            if functions is None:
+                done_callbacks[future._index] = [fn]
                 if future._callback is None:
                     self._watchers.append(future)
             else:
-                future._done_callbacks.append(fn)
+                functions.append(fn)
             return Watch.ATTACHED
 
 
-class RecordFuture:
-    """The future of one record's send: resolves to its ``RecordMetadata``; see the module doc."""
+class RecordFuture(tuple):
+    """The future of one record's send: resolves to its ``RecordMetadata``; see the module doc.
 
-    __slots__ = ("_completion", "_index", "_timestamp_ms", "_key_size", "_value_size",
-                 "_callback", "_done_callbacks")
+    An immutable record underneath, like a named tuple: ``RecordFuture((completion, index,
+    timestamp_ms, key_size, value_size, callback))`` (one tuple argument, all six fields;
+    ``callback`` ``None`` for none) is a single C-level allocation, a third cheaper than an
+    object with slots, and ``send()`` makes one per record. The fields are private; futures
+    compare and hash by identity, like any object, and do not order.
+    """
 
-    def __init__(self, completion: BatchCompletion, index: int, timestamp_ms: int,
-                 key_size: int, value_size: int, callback: SendCallback | None = None):
-        self._completion = completion
-        self._index = index
-        self._timestamp_ms = timestamp_ms
-        self._key_size = key_size
-        self._value_size = value_size
-        self._callback = callback
-        self._done_callbacks: list[Callable] | None = None
+    __slots__ = ()
+
+    _completion: BatchCompletion = property(itemgetter(0))  # type: ignore[assignment]
+    _index: int = property(itemgetter(1))  # type: ignore[assignment]
+    _timestamp_ms: int = property(itemgetter(2))  # type: ignore[assignment]
+    _key_size: int = property(itemgetter(3))  # type: ignore[assignment]
+    _value_size: int = property(itemgetter(4))  # type: ignore[assignment]
+    _callback: SendCallback | None = property(itemgetter(5))  # type: ignore[assignment]
+
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __lt__ = __le__ = __gt__ = __ge__ = None  # type: ignore[assignment]
 
     # --- concurrent.futures.Future API ----------------------------------------------------------
 
@@ -405,7 +420,7 @@ class RecordFuture:
                 self._call(callback, self.metadata(), None, contain=BaseException)
             else:
                 self._call(callback, None, error, contain=BaseException)
-        for fn in self._done_callbacks or ():
+        for fn in self._completion._done_callbacks.get(self._index, ()):
             self._call(fn, self, contain=BaseException)
 
     def _call(self, fn: Callable, *args, contain: type[BaseException] = Exception) -> None:

@@ -98,14 +98,15 @@ class ProducerBatch:
         if offset_delta is None:
             return None
         if callback is None:  # the common case, with one test
-            return RecordFuture(self.completion, offset_delta, timestamp_ms,
-                                -1 if key is None else len(key), -1 if value is None else len(value))
+            return RecordFuture((self.completion, offset_delta, timestamp_ms,
+                                 -1 if key is None else len(key),
+                                 -1 if value is None else len(value), None))
         if isinstance(callback, DeliveryTally):
             self.completion.count_for(callback, offset_delta)  # per batch: no callback on the future
             callback = None
-        future = RecordFuture(self.completion, offset_delta, timestamp_ms,
-                              -1 if key is None else len(key),
-                              -1 if value is None else len(value), callback)
+        future = RecordFuture((self.completion, offset_delta, timestamp_ms,
+                               -1 if key is None else len(key),
+                               -1 if value is None else len(value), callback))
         if callback is not None:
             self.completion._watchers.append(future)  # BatchCompletion.watch, inlined (hot path)
         return future

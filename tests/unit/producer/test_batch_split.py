@@ -314,7 +314,7 @@ def test_a_split_part_can_be_split_again_and_futures_follow_both_splits():
     root, left, right, right_a, right_b = (BatchCompletion(T0) for _ in range(5))
     tally = DeliveryTally()
     root.count_for(tally, 0, 6)
-    futures = [RecordFuture(root, i, TS, 1, 1) for i in range(6)]
+    futures = [RecordFuture((root, i, TS, 1, 1, None)) for i in range(6)]
     root.split_into([SplitPart(0, left), SplitPart(3, right)])
     right.split_into([SplitPart(0, right_a), SplitPart(2, right_b)])
     assert [f.done() for f in futures] == [False] * 6

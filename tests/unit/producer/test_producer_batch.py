@@ -148,6 +148,23 @@ def test_add_done_callback_after_completion_runs_at_once():
     assert seen == [future]
 
 
+def test_futures_are_distinct_objects_with_their_own_done_callbacks():
+    """A future is an immutable tuple underneath: still equal only to itself, hashable by
+    identity, not ordered; each one's done callbacks run for it alone, once."""
+    batch = new_batch()
+    first, second = append(batch), append(batch)
+    twin = type(first)(tuple(first))  # the same fields, another future
+    assert first == first and first != twin and len({first, second, twin}) == 3
+    with pytest.raises(TypeError):
+        first < second  # noqa: B015
+    seen = []
+    first.add_done_callback(lambda f: seen.append(("first", f.result().offset)))
+    second.add_done_callback(lambda f: seen.append(("second", f.result().offset)))
+    second.add_done_callback(lambda f: seen.append(("second again", f.result().offset)))
+    batch.complete(100, -1)
+    assert seen == [("first", 100), ("second", 101), ("second again", 101)]
+
+
 def test_result_times_out_while_pending_and_wakes_on_completion():
     batch = new_batch()
     future = append(batch)
