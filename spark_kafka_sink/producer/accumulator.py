@@ -84,9 +84,9 @@ class RecordAppendResult(NamedTuple):
 
     ``future``: the record's future; ``batch_full``: the record left the partition with a full
     batch the sender has not been woken for (it filled the last batch, or started one behind a
-    full batch): wake the sender; ``new_batch_created``: the record started a batch (wake the sender, and the sticky
-    partitioner may switch); ``appended_bytes``: bytes the record added (the partitioner counts
-    them).
+    full batch): wake the sender; ``new_batch_created``: the record started a batch (wake the
+    sender, and the sticky partitioner may switch); ``appended_bytes``: bytes the record added
+    (the partitioner counts them).
     """
 
     future: RecordFuture

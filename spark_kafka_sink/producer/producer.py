@@ -489,8 +489,8 @@ class KafkaProducer:
 
     def _checked_payload(self, topic: str, key, value, headers) -> tuple:
         """``send``'s checks of a record that is not a plain one (a bytes or no key, a bytes
-        value, no headers): ``str`` made UTF-8, other types refused, headers a list or tuple, the size
-        estimated; the key and value to send."""
+        value, no headers): ``str`` made UTF-8, other types refused, headers a list or tuple,
+        the size estimated; the key and value to send."""
         if key is not None and type(key) is not bytes:
             key = _as_bytes(key, "key")
         if value is not None and type(value) is not bytes:
