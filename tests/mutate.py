@@ -88,6 +88,9 @@ UR = f"{PKG}/client/urls.py"
 SRT = f"{PKG}/schema_registry/transport.py"
 SRC = f"{PKG}/schema_registry/client.py"
 SRK = f"{PKG}/schema_registry/config.py"
+PR = f"{PKG}/producer/producer.py"
+AC = f"{PKG}/producer/accumulator.py"
+FU = f"{PKG}/producer/future.py"
 
 U = "tests/unit"
 TXN_TESTS = (f"{U}/producer/test_transactions.py", f"{U}/producer/test_txn_requests.py",
@@ -106,6 +109,8 @@ CLUSTER_TESTS = (f"{U}/client/test_metadata.py", f"{U}/producer/test_sender.py",
                  f"{U}/producer/test_idempotence.py")
 BATCH_TESTS = (f"{U}/producer/test_producer_batch.py", f"{U}/producer/test_sender.py",
                f"{U}/spark/test_dead_letters.py")
+SEND_TESTS = (f"{U}/producer/test_producer_send.py",)
+STICKY_TESTS = (f"{U}/producer/test_accumulator.py",)
 
 
 @dataclass(frozen=True)
@@ -399,6 +404,22 @@ MUTANTS: list[Mutant] = [
            "            pass\n        else:", (f"{U}/spark/test_driver_write.py",)),
     Mutant("registry-latest-version-also-registers", SRK,
            """        values["auto_register_schemas"] = False""", """        pass""", REGISTRY_TESTS),
+    # --- send()'s per-record shortcuts -----------------------------------------------------------
+    Mutant("send-route-kept-across-snapshots", PR,
+           "                and route.snapshot is self._metadata.snapshot):",
+           "                and True):", SEND_TESTS),
+    Mutant("send-key-cache-keeps-every-key", PR,
+           "            if len(by_key) >= KEY_CACHE_SIZE:\n                by_key.clear()\n",
+           "", SEND_TESTS),
+    Mutant("send-route-reused-across-milliseconds", PR,
+           "        if (route is not None and route.used_wall_ms == wall_ms\n",
+           "        if (route is not None and route.used_wall_ms >= 0\n", SEND_TESTS),
+    Mutant("sticky-open-path-forgets-the-bytes", AC,
+           "                sticky.produced_bytes = produced\n", "                pass\n", STICKY_TESTS),
+    Mutant("done-callback-runs-for-every-record", FU,
+           "        for fn in self._completion._done_callbacks.get(self._index, ()):",
+           "        for fn in [f for fs in self._completion._done_callbacks.values() for f in fs]:",
+           BATCH_TESTS),
 ]
 
 

@@ -150,14 +150,18 @@ def test_a_send_stamps_the_wall_clock_and_a_new_batch_the_monotonic_time_of_that
     producer = KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "max.block.ms": 2_000,
                               "reconnect.backoff.ms": 1_000, "linger.ms": 60_000}, clock=clock)
     try:
-        producer._metadata.snapshot = ClusterSnapshot([Node(1, "127.0.0.1", 1)], [PartitionInfo("t", 0, 1)])
-        tp = producer.send("t", b"a", key=b"k").topic_partition
-        producer.send("t", b"b", key=b"k")            # the same millisecond: the route's times
+        producer._metadata.snapshot = ClusterSnapshot(
+            [Node(1, "127.0.0.1", 1)], [PartitionInfo("t", p, 1) for p in range(2)])
+        tp = producer.send("t", b"a", partition=0).topic_partition
+        producer.send("t", b"b", partition=0)         # the same millisecond: the route's times
         clock.advance(3.5)
-        producer.send("t", b"c", key=b"k")
+        producer.send("t", b"c", partition=0)
         [batch] = producer._accumulator.queued_batches(tp)
         assert batch.created_ms == 5_000
         assert (batch.builder.base_timestamp, batch.builder.max_timestamp) == (
             1_700_000_000_000, 1_700_000_000_003)
+        other = producer.send("t", b"d", partition=1).topic_partition  # a batch started later
+        [later] = producer._accumulator.queued_batches(other)
+        assert later.created_ms == 5_003 and later.builder.base_timestamp == 1_700_000_000_003
     finally:
         producer.close(0)
