@@ -59,9 +59,9 @@ from .task import (
     Outcome, TaskInfo, TaskRun, check_writer_arguments, run_in_transaction, run_task, task_info,
 )
 
-__all__ = ["ArrowWriter", "FlatStruct", "STATS_SCHEMA", "flat_structs", "merge_stats", "rechunk", "sink_frame",
-           "stats_transactions",
-           "AVRO_RECHUNK_ROWS", "DEFAULT_RECHUNK_ROWS", "DEFAULT_RECHUNK_BYTES"]
+__all__ = ["ArrowWriter", "FlatStruct", "STATS_SCHEMA", "decimal_from_unscaled", "flat_structs", "merge_stats",
+           "rechunk", "sink_frame", "stats_transactions",
+           "AVRO_RECHUNK_ROWS", "DEFAULT_RECHUNK_ROWS", "DEFAULT_RECHUNK_BYTES", "UNSCALED_PRECISION"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,8 @@ AVRO_RECHUNK_ROWS = 65_536
 """Rows to concatenate Spark's Arrow batches up to when a key or value is written as Avro."""
 DEFAULT_RECHUNK_BYTES = 16 * 1024 * 1024
 """The byte bound of a re-chunked batch (Arrow buffer sizes), when re-chunking is on."""
+UNSCALED_PRECISION = 18
+"""The most digits of a decimal struct field :func:`sink_frame` sends as its unscaled long."""
 
 _SINK_COLUMNS = ("value", "key", "topic", "partition", "headers", "timestamp")
 
@@ -104,25 +106,52 @@ def sink_frame(df: Any, write_schema: WriteSchema, *, flat: bool = False) -> Any
                 expr = expr.cast(HEADERS_TYPE)
         spec = flattened.get(name)
         if spec is not None:
-            columns.extend(expr.getField(field).alias(alias) for field, alias in zip(spec.fields, spec.columns))
+            columns.extend(_flat_field(expr.getField(field), spec.decimal(i)).alias(alias)
+                           for i, (field, alias) in enumerate(zip(spec.fields, spec.columns)))
             columns.append(expr.isNull().alias(spec.nulls))
             continue
         columns.append(expr.alias(name))
     return positional.select(*columns)
 
 
+def _flat_field(column: Any, decimal: tuple[int, int] | None) -> Any:
+    """A struct field as :func:`sink_frame` exports it: as it is, or a decimal of ``(precision,
+    scale)`` as its unscaled value, a long: ``field * 10^scale`` is exact (its type has at most
+    ``precision + scale + 2 <= 38`` digits and scale ``scale``, its value is whole) and fits a
+    long (at most 18 digits)."""
+    from decimal import Decimal
+
+    from pyspark.sql import functions as F
+
+    if decimal is None:
+        return column
+    scale = decimal[1]
+    if scale:
+        column = column * F.lit(Decimal(10) ** scale)
+    return column.cast("long")
+
+
 @dataclass(frozen=True)
 class FlatStruct:
     """An Avro side's struct column as the tasks get it from :func:`sink_frame` with ``flat``:
     its ``fields`` in the columns ``columns``, and ``nulls`` true where the struct is null. Spark's
-    Arrow export of a struct costs its JVM more than that of the same fields as columns
-    (bench/README.md); :meth:`rebuild` puts the struct back together in the task, without a copy."""
+    Arrow export of a struct costs its JVM more than that of the same fields as columns, and that
+    of a decimal (a ``BigDecimal`` per value) more than that of a long (bench/README.md): a field
+    with ``decimals[i]`` ``(precision, scale)`` goes as its unscaled value, a long.
+    :meth:`rebuild` puts the struct back together in the task, copying only those (one pass)."""
 
     side: str
     fields: tuple[str, ...]
     nullable: tuple[bool, ...]
     columns: tuple[str, ...]
     nulls: str
+    decimals: tuple[tuple[int, int] | None, ...] = ()
+    """Per field, ``(precision, scale)`` of a decimal sent as its unscaled long, else ``None``;
+    empty: none is."""
+
+    def decimal(self, i: int) -> tuple[int, int] | None:
+        """``(precision, scale)`` of field ``i`` if it goes as its unscaled long, else ``None``."""
+        return self.decimals[i] if self.decimals else None
 
     def rebuild(self, batch: Any) -> Any:
         """``batch`` with :attr:`columns` and :attr:`nulls` replaced by the struct column
@@ -131,6 +160,9 @@ class FlatStruct:
 
         names = batch.schema.names
         children = [batch.column(name) for name in self.columns]
+        for i, decimal in enumerate(self.decimals):
+            if decimal is not None:
+                children[i] = decimal_from_unscaled(children[i], *decimal)
         struct = pa.StructArray.from_arrays(
             children, fields=[pa.field(field, child.type, nullable=nullable)
                               for field, child, nullable in zip(self.fields, children, self.nullable)],
@@ -145,7 +177,8 @@ class FlatStruct:
 def flat_structs(write_schema: WriteSchema) -> tuple[FlatStruct, ...]:
     """The Avro sides of ``write_schema`` whose column is a struct (of at least one field) whose
     field names differ without case: Spark picks a field by name without case by default, so one
-    that only case tells from another goes whole."""
+    that only case tells from another goes whole. Its decimal fields of at most
+    :data:`UNSCALED_PRECISION` digits go as their unscaled longs."""
     import pyarrow as pa
 
     out = []
@@ -155,10 +188,34 @@ def flat_structs(write_schema: WriteSchema) -> tuple[FlatStruct, ...]:
             fields = [kind.field(i) for i in range(kind.num_fields)]
             if len({field.name.lower() for field in fields}) != len(fields):
                 continue
+            decimals = tuple((f.type.precision, f.type.scale)
+                             if pa.types.is_decimal(f.type) and f.type.precision <= UNSCALED_PRECISION else None
+                             for f in fields)
             out.append(FlatStruct(encoder.side, tuple(f.name for f in fields), tuple(f.nullable for f in fields),
                                   tuple(f"_sink_{encoder.side}_{i}" for i in range(len(fields))),
-                                  f"_sink_{encoder.side}_null"))
+                                  f"_sink_{encoder.side}_null", decimals if any(decimals) else ()))
     return tuple(out)
+
+
+def decimal_from_unscaled(column: Any, precision: int, scale: int) -> Any:
+    """An Arrow int64 column of unscaled values as ``decimal128(precision, scale)``, nulls kept:
+    per value, the low word the value and the high word its sign (Arrow's little-endian
+    layout), one pass over the column. The values must have at most ``precision`` digits."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = pa.decimal128(precision, scale)
+    rows = len(column)
+    if rows == 0:
+        return pa.array([], kind)
+    values = np.frombuffer(column.buffers()[1], dtype=np.int64, count=column.offset + rows)[column.offset:]
+    words = np.empty((rows, 2), dtype=np.int64)
+    words[:, 0] = values
+    np.right_shift(values, 63, out=words[:, 1])
+    validity = None
+    if column.null_count:
+        validity = column.buffers()[0] if column.offset == 0 else pc.is_valid(column).buffers()[1]
+    return pa.Array.from_buffers(kind, rows, [validity, pa.py_buffer(words)], column.null_count)
 
 
 def rechunk(batches: Iterable[Any], max_rows: int, max_bytes: int) -> Iterator[Any]:

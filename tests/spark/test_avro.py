@@ -38,7 +38,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.broker]
 ROWS = 300
 
 # Every Spark type of the mapping, nullable ones null in every 7th row; a nested record, an array
-# of records, a map, a decimal, both timestamps.
+# of records, a map, decimals (arrow mode sends those of up to 18 digits as their unscaled longs:
+# both ends of their range, null, negative), both timestamps.
 VALUE_SQL = """named_struct(
   'flag', id % 2 = 0,
   'tiny', CAST(id % 100 AS TINYINT),
@@ -51,6 +52,17 @@ VALUE_SQL = """named_struct(
   'note', CASE WHEN id % 7 = 0 THEN NULL ELSE concat('note ', id, ' é✓') END,
   'raw', CAST(concat('raw', id) AS BINARY),
   'price', CAST(id * 1.25 - 100 AS DECIMAL(12, 2)),
+  'whole', CASE id % 4 WHEN 0 THEN CAST('999999999999999999' AS DECIMAL(18, 0))
+                       WHEN 1 THEN CAST('-999999999999999999' AS DECIMAL(18, 0))
+                       WHEN 3 THEN CAST(id - 150 AS DECIMAL(18, 0)) END,
+  'fraction', CASE id % 4 WHEN 0 THEN CAST('0.999999999999999999' AS DECIMAL(18, 18))
+                          WHEN 1 THEN CAST('-0.999999999999999999' AS DECIMAL(18, 18))
+                          WHEN 3 THEN CAST(CAST(id - 150 AS STRING) || 'e-4' AS DECIMAL(18, 18)) END,
+  'half', CASE id % 3 WHEN 0 THEN CAST('999999999.999999999' AS DECIMAL(18, 9))
+                      WHEN 1 THEN CAST('-999999999.999999999' AS DECIMAL(18, 9))
+                      ELSE CAST(CAST(id - 150 AS STRING) || '.000000007' AS DECIMAL(18, 9)) END,
+  'digit', CAST(CAST(id % 19 - 9 AS STRING) || 'e-1' AS DECIMAL(1, 1)),
+  'wide', CAST(CASE id % 2 WHEN 0 THEN '99999999999999999.99' ELSE '-99999999999999999.99' END AS DECIMAL(19, 2)),
   'day', date_add(DATE'2024-02-28', CAST(id AS INT)),
   'at', timestamp_micros(1700000000000000 + id * 1234567),
   'local', CAST(timestamp_micros(1700000000000000 + id) AS TIMESTAMP_NTZ),

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import decimal
 import json
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql import types as T
 
 from spark_kafka_sink.avro import encode
 from spark_kafka_sink.errors import SerializationError
-from spark_kafka_sink.spark.arrow_writer import ArrowWriter, flat_structs
+from spark_kafka_sink.spark.arrow_writer import ArrowWriter, decimal_from_unscaled, flat_structs
 from spark_kafka_sink.spark.dead_letters import HEADER_PREFIX
 from spark_kafka_sink.spark.metrics import SinkTaskMetrics
 from spark_kafka_sink.spark.options import SinkConfig
@@ -172,9 +175,12 @@ def test_a_map_in_a_dead_letters_value_is_a_json_object_as_in_rows_mode():
 
 def flattened(batch: pa.RecordBatch) -> pa.RecordBatch:
     """``batch`` as ``sink_frame(flat=True)`` hands it to the tasks: the value struct's fields as
-    columns ``_sink_value_<i>`` and its null flag, in the struct's place."""
+    columns ``_sink_value_<i>`` (a decimal of up to 18 digits as its unscaled long) and its null
+    flag, in the struct's place."""
     value = batch.column("value")
-    columns = [batch.column("key"), *value.flatten(), value.is_null(), batch.column("topic")]
+    fields = [unscaled(field) if pa.types.is_decimal(field.type) and field.type.precision <= 18 else field
+              for field in value.flatten()]
+    columns = [batch.column("key"), *fields, value.is_null(), batch.column("topic")]
     names = ["key", *(f"_sink_value_{i}" for i in range(value.type.num_fields)), "_sink_value_null", "topic"]
     return pa.RecordBatch.from_arrays(columns, names=names)
 
@@ -209,6 +215,102 @@ def test_the_writer_with_flat_batches_writes_what_it_writes_from_the_struct():
             cluster.close_producers()
 
     assert written_values(flattened(spark_batch(rows)), True) == written_values(spark_batch(rows), False)
+
+
+def unscaled(column: pa.Array) -> pa.Array:
+    """A decimal column as Spark exports ``CAST(field * 10^scale AS BIGINT)``: int64, nulls kept."""
+    return pa.array([None if v is None else int(v.scaleb(column.type.scale)) for v in column.to_pylist()],
+                    pa.int64())
+
+
+@st.composite
+def decimal_columns(draw):
+    """A decimal128 column of at most 18 digits: nulls, negatives, both extremes of the precision."""
+    precision = draw(st.integers(1, 18))
+    scale = draw(st.integers(0, precision))
+    top = 10 ** precision - 1
+    value = st.one_of(st.sampled_from([top, -top, 0, 1, -1]), st.integers(-top, top))
+    ints = draw(st.lists(st.one_of(st.none(), value), min_size=1, max_size=40))
+    column = pa.array([None if v is None else decimal.Decimal(v).scaleb(-scale) for v in ints],
+                      pa.decimal128(precision, scale))
+    start = draw(st.integers(0, len(ints) - 1))   # a slice: an offset into the buffers
+    return column.slice(start) if draw(st.booleans()) else column
+
+
+@settings(max_examples=60, deadline=None)
+@given(decimal_columns())
+def test_a_decimal_rebuilt_from_its_unscaled_longs_equals_the_decimal_column(column):
+    longs = unscaled(column)
+    for exported in (longs, pa.concat_arrays([pa.array([7], pa.int64()), longs]).slice(1)):
+        rebuilt = decimal_from_unscaled(exported, column.type.precision, column.type.scale)
+        rebuilt.validate(full=True)
+        assert rebuilt.type == column.type
+        assert rebuilt.equals(column)
+        assert rebuilt.to_pylist() == column.to_pylist()
+
+
+def test_every_scale_of_18_digits_and_an_empty_column_rebuild_exactly():
+    top = 10 ** 18 - 1
+    for scale in range(19):
+        column = pa.array([decimal.Decimal(v).scaleb(-scale) if v is not None else None
+                           for v in (top, -top, 0, None, -1, 1, 5 * 10 ** 17)], pa.decimal128(18, scale))
+        assert decimal_from_unscaled(unscaled(column), 18, scale).equals(column)
+    assert decimal_from_unscaled(pa.array([], pa.int64()), 10, 2).equals(pa.array([], pa.decimal128(10, 2)))
+
+
+PRICED = T.StructType([T.StructField("id", T.LongType(), False), T.StructField("price", T.DecimalType(10, 2), True),
+                       T.StructField("tiny", T.DecimalType(18, 18), False),
+                       T.StructField("wide", T.DecimalType(19, 2), True),
+                       T.StructField("inner", T.StructType([T.StructField("cost", T.DecimalType(5, 1))]))])
+
+
+def priced(options=None):
+    config = SinkConfig.from_options(options or {**BOOT, "topic": "t", "value.format": "avro",
+                                                 "value.avro.framing": "none"})
+    return config, validate_schema(T.StructType([T.StructField("value", PRICED)]), config)
+
+
+def test_top_level_decimals_of_up_to_18_digits_go_as_their_unscaled_longs():
+    (spec,) = flat_structs(priced()[1])
+    assert spec.decimals == (None, (10, 2), (18, 18), None, None)    # 19 digits and a nested one: as they are
+    (plain,) = flat_structs(resolved(FRAMED)[1])
+    assert plain.decimals == ()
+
+
+def test_decimals_sent_as_longs_are_written_byte_for_byte_as_the_struct():
+    config, written = priced()
+    top = decimal.Decimal(10 ** 18 - 1).scaleb(-18)
+    values = [{"id": 0, "price": decimal.Decimal("99999999.99"), "tiny": top, "wide": decimal.Decimal("-1.5"),
+               "inner": {"cost": decimal.Decimal("-9999.9")}},
+              {"id": 1, "price": None, "tiny": -top, "wide": None, "inner": None},
+              {"id": 2, "price": decimal.Decimal("-99999999.99"), "tiny": decimal.Decimal(0),
+               "wide": decimal.Decimal(10 ** 17 - 1), "inner": {"cost": None}},
+              None]
+    value_type = pa.struct([pa.field("id", pa.int64(), nullable=False), pa.field("price", pa.decimal128(10, 2)),
+                            pa.field("tiny", pa.decimal128(18, 18), nullable=False),
+                            pa.field("wide", pa.decimal128(19, 2)),
+                            pa.field("inner", pa.struct([pa.field("cost", pa.decimal128(5, 1))]))])
+    value = pa.array(values, value_type)
+    batch = pa.RecordBatch.from_arrays([pa.array([f"k{i}" for i in range(4)]), value, pa.array(["t"] * 4)],
+                                       names=["key", "value", "topic"])
+    flat = flattened(batch)
+    assert [flat.schema.field(f"_sink_value_{i}").type for i in range(5)][1:4] == \
+        [pa.int64(), pa.int64(), pa.decimal128(19, 2)]
+
+    def written_values(batch, flat):
+        cluster = Cluster()
+        cluster.topics = {"t": 1}
+        pool = FakePool(cluster.producer())
+        try:
+            ArrowWriter(config, written, pool=lambda: pool, task=lambda: TaskInfo(0, 0), flat=flat).run([batch])
+            return [(r.key, r.value) for r in records(cluster, "t")]
+        finally:
+            cluster.close_producers()
+
+    got = written_values(flat, True)
+    assert got == written_values(batch, False)
+    assert [value is None for _, value in got] == [False, False, False, True]   # the null struct: no value
+    assert got[0][1] != got[2][1]
 
 
 def test_a_struct_whose_field_names_differ_only_in_case_is_not_flattened():
