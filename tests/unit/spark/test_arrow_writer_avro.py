@@ -343,3 +343,15 @@ def test_rechunked_avro_batches_name_the_rows_of_the_partition(cluster):
     with pytest.raises(PartitionWriteError) as info:
         run(cluster, FRAMED, [first, second])
     assert "row 3" in str(info.value)
+
+
+def test_sink_frame_quotes_every_name_and_writes_decimals_as_exact_longs():
+    """sink_frame's SQL strings: a name with a backtick stays one identifier; a decimal field
+    goes as its unscaled long (Spark evaluates these; tests/spark/test_avro.py reads them back)."""
+    from spark_kafka_sink.spark.arrow_writer import _flat_field, _quoted
+
+    assert _quoted("a`b.c") == "`a``b.c`"
+    assert _flat_field("`s`.`p`", None) == "`s`.`p`"
+    assert _flat_field("`s`.`p`", (18, 0)) == "CAST(`s`.`p` AS BIGINT)"
+    assert _flat_field("`s`.`p`", (10, 2)) == "CAST(`s`.`p` * 100BD AS BIGINT)"
+    assert _flat_field("`s`.`p`", (18, 18)) == f"CAST(`s`.`p` * {10 ** 18}BD AS BIGINT)"
