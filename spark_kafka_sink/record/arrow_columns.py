@@ -44,10 +44,15 @@ def is_bytes(kind: pa.DataType) -> bool:
 def binary_offsets(array: pa.Array) -> np.ndarray:
     """The ``len + 1`` offsets of a binary, string or large variant array, as int64 (its slice
     applied): element ``i`` is ``data[offsets[i]:offsets[i + 1]]``."""
+    return _offsets_view(array).astype(np.int64)
+
+
+def _offsets_view(array: pa.Array) -> np.ndarray:
+    """:func:`binary_offsets` as they are in the array's buffer (int32 or int64), not copied."""
     kind = array.type
     dtype = np.int64 if pa.types.is_large_binary(kind) or pa.types.is_large_string(kind) else np.int32
     raw = np.frombuffer(array.buffers()[1], dtype=dtype)
-    return raw[array.offset:array.offset + len(array) + 1].astype(np.int64)
+    return raw[array.offset:array.offset + len(array) + 1]
 
 
 def byte_lengths(array: pa.Array, *, null_length: int) -> np.ndarray:
@@ -109,9 +114,8 @@ def _data_bytes(array: pa.Array) -> int:
     """The bytes of a binary array's values (its slice's)."""
     if not len(array):
         return 0
-    dtype = np.int64 if pa.types.is_large_binary(array.type) else np.int32
-    raw = np.frombuffer(array.buffers()[1], dtype=dtype)
-    return int(raw[array.offset + len(array)]) - int(raw[array.offset])
+    offsets = _offsets_view(array)
+    return int(offsets[-1]) - int(offsets[0])
 
 
 _TAKE_MOST_BYTES = 4 << 20
