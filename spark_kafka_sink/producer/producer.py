@@ -173,7 +173,7 @@ class KafkaProducer:
         self.client_id = cfg.client_id or f"producer-{next(_client_ids)}"
         self._clock = clock
         # read per record: bound once, not looked up twice each time
-        self._monotonic_ms, self._now_ms, self._now_ns = clock.monotonic_ms, clock.now_ms, clock.now_ns
+        self._monotonic_ms, self._now_ns = clock.monotonic_ms, clock.now_ns
         self._closed = False
         self._close_lock = threading.Lock()
         self._max_record_size = min(cfg.max_request_size, cfg.buffer_memory)
@@ -538,7 +538,7 @@ class KafkaProducer:
         snapshot = self._await_topic(topic, max_block_ms)
         after_ms = self._monotonic_ms()
         return (self._route(snapshot, topic), after_ms, max(0, max_block_ms - (after_ms - now_ms)),
-                self._now_ms())
+                self._now_ns() // 1_000_000)
 
     def _route(self, snapshot: ClusterSnapshot, topic: str) -> _TopicRoute:
         """What ``send`` needs of ``topic`` in ``snapshot``, cached per metadata snapshot object:
