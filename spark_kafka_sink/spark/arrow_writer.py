@@ -87,7 +87,8 @@ def sink_frame(df: Any, write_schema: WriteSchema, *, flat: bool = False) -> Any
     Columns are picked by position (``toDF`` renames every column first), so the first of a
     repeated name is the one validated, as in rows mode. The headers column is cast to
     ``array<struct<key:string,value:binary>>`` when its struct's field names differ in case.
-    ``flat``: an Avro side's struct goes as its fields and a null flag (:func:`flat_structs`).
+    ``flat``: an Avro side's struct goes as its fields, and a null flag when Spark says it can be
+    null (:func:`flat_structs`).
     The projection is one ``selectExpr`` of SQL strings: one call into Spark per write, where
     building each column took several (about 30-50 ms per micro-batch with a 10-field struct).
     """
@@ -109,7 +110,8 @@ def sink_frame(df: Any, write_schema: WriteSchema, *, flat: bool = False) -> Any
             for i, (field, alias) in enumerate(zip(spec.fields, spec.columns)):
                 part = _flat_field(f"{source}.{_quoted(field)}", spec.decimal(i))
                 expressions.append(f"{part} AS {_quoted(alias)}")
-            expressions.append(f"{source} IS NULL AS {_quoted(spec.nulls)}")
+            if spec.nulls is not None:
+                expressions.append(f"{source} IS NULL AS {_quoted(spec.nulls)}")
             continue
         expressions.append(f"{source} AS {_quoted(name)}")
     return positional.selectExpr(*expressions)
@@ -134,7 +136,8 @@ def _flat_field(field: str, decimal: tuple[int, int] | None) -> str:
 @dataclass(frozen=True)
 class FlatStruct:
     """An Avro side's struct column as the tasks get it from :func:`sink_frame` with ``flat``:
-    its ``fields`` in the columns ``columns``, and ``nulls`` true where the struct is null. Spark's
+    its ``fields`` in the columns ``columns``, and ``nulls`` true where the struct is null (no such
+    column, ``None``, when Spark's schema says the struct is never null). Spark's
     Arrow export of a struct costs its JVM more than that of the same fields as columns, and that
     of a decimal (a ``BigDecimal`` per value) more than that of a long (bench/README.md): a field
     with ``decimals[i]`` ``(precision, scale)`` goes as its unscaled value, a long.
@@ -144,7 +147,7 @@ class FlatStruct:
     fields: tuple[str, ...]
     nullable: tuple[bool, ...]
     columns: tuple[str, ...]
-    nulls: str
+    nulls: str | None
     decimals: tuple[tuple[int, int] | None, ...] = ()
     """Per field, ``(precision, scale)`` of a decimal sent as its unscaled long, else ``None``;
     empty: none is."""
@@ -154,7 +157,7 @@ class FlatStruct:
         return self.decimals[i] if self.decimals else None
 
     def rebuild(self, batch: Any) -> Any:
-        """``batch`` with :attr:`columns` and :attr:`nulls` replaced by the struct column
+        """``batch`` with :attr:`columns` (and :attr:`nulls`) replaced by the struct column
         :attr:`side`, where the first of them was."""
         import pyarrow as pa
 
@@ -166,8 +169,8 @@ class FlatStruct:
         struct = pa.StructArray.from_arrays(
             children, fields=[pa.field(field, child.type, nullable=nullable)
                               for field, child, nullable in zip(self.fields, children, self.nullable)],
-            mask=batch.column(self.nulls))
-        mine = set(self.columns) | {self.nulls}
+            mask=None if self.nulls is None else batch.column(self.nulls))
+        mine = set(self.columns) if self.nulls is None else {*self.columns, self.nulls}
         at = names.index(self.columns[0])
         kept = [(name, batch.column(name)) for name in names if name not in mine]
         kept.insert(sum(1 for name in names[:at] if name not in mine), (self.side, struct))
@@ -193,7 +196,8 @@ def flat_structs(write_schema: WriteSchema) -> tuple[FlatStruct, ...]:
                              for f in fields)
             out.append(FlatStruct(encoder.side, tuple(f.name for f in fields), tuple(f.nullable for f in fields),
                                   tuple(f"_sink_{encoder.side}_{i}" for i in range(len(fields))),
-                                  f"_sink_{encoder.side}_null", decimals if any(decimals) else ()))
+                                  f"_sink_{encoder.side}_null" if encoder.nullable else None,
+                                  decimals if any(decimals) else ()))
     return tuple(out)
 
 

@@ -51,7 +51,8 @@ class ColumnEncoder:
     against it (``None`` while the schema is the registry's to give); ``framed``: bodies carry a
     registry id, so the driver must resolve them (:class:`FormatResolver`) before tasks run.
     ``default`` is the format for every topic, ``by_topic`` each topic's own (a subject per
-    topic)."""
+    topic). ``nullable``: Spark's schema lets the column be null (a ``struct(...)`` it built
+    cannot be)."""
 
     side: str
     arrow_type: pa.DataType
@@ -59,6 +60,7 @@ class ColumnEncoder:
     framed: bool = False
     default: AvroFormat | None = None
     by_topic: tuple[tuple[str, AvroFormat], ...] = ()
+    nullable: bool = True
 
     @property
     def resolved(self) -> bool:
@@ -85,9 +87,10 @@ class ColumnEncoder:
         return f"ColumnEncoder({self.side}, {ids})"
 
 
-def column_encoder(options: FormatOptions, data_type: Any) -> ColumnEncoder:
-    """Step 1 (see the module docstring) for a column of Spark type ``data_type``; raises
-    :class:`~spark_kafka_sink.errors.SchemaError` naming the field that cannot be written."""
+def column_encoder(options: FormatOptions, data_type: Any, nullable: bool = True) -> ColumnEncoder:
+    """Step 1 (see the module docstring) for a column of Spark type ``data_type`` (``nullable``
+    as Spark's schema says); raises :class:`~spark_kafka_sink.errors.SchemaError` naming the
+    field that cannot be written."""
     side = options.side
     kind = arrow_type(data_type, side)
     try:
@@ -103,8 +106,8 @@ def column_encoder(options: FormatOptions, data_type: Any) -> ColumnEncoder:
                   else f"column {side!r} has no Avro type")
         raise SchemaError(f"{source}: {error}") from None
     if options.framed:
-        return ColumnEncoder(side, kind, template, framed=True)
-    return ColumnEncoder(side, kind, template, default=template)
+        return ColumnEncoder(side, kind, template, framed=True, nullable=nullable)
+    return ColumnEncoder(side, kind, template, default=template, nullable=nullable)
 
 
 def needs_topics(config: SinkConfig, encoders: Iterable[ColumnEncoder | None]) -> bool:

@@ -129,7 +129,8 @@ def validate_schema(schema: StructType, config: SinkConfig) -> WriteSchema:
         column = columns[options.side]
         if options.avro and column is not None:
             try:
-                columns[f"{options.side}_encoder"] = column_encoder(options, schema.fields[column.index].dataType)
+                field = schema.fields[column.index]
+                columns[f"{options.side}_encoder"] = column_encoder(options, field.dataType, field.nullable)
             except SchemaError as error:
                 problems.append(str(error))
     if problems:

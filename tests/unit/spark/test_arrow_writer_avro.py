@@ -173,15 +173,17 @@ def test_a_map_in_a_dead_letters_value_is_a_json_object_as_in_rows_mode():
     assert json.loads(letter.value) == json.loads(as_bytes({"counts": {"a": 1, "b": 2}}))   # rows mode's
 
 
-def flattened(batch: pa.RecordBatch) -> pa.RecordBatch:
+def flattened(batch: pa.RecordBatch, flag: bool = True) -> pa.RecordBatch:
     """``batch`` as ``sink_frame(flat=True)`` hands it to the tasks: the value struct's fields as
-    columns ``_sink_value_<i>`` (a decimal of up to 18 digits as its unscaled long) and its null
-    flag, in the struct's place."""
+    columns ``_sink_value_<i>`` (a decimal of up to 18 digits as its unscaled long) and, with
+    ``flag`` (the column may be null), its null flag, in the struct's place."""
     value = batch.column("value")
     fields = [unscaled(field) if pa.types.is_decimal(field.type) and field.type.precision <= 18 else field
               for field in value.flatten()]
-    columns = [batch.column("key"), *fields, value.is_null(), batch.column("topic")]
-    names = ["key", *(f"_sink_value_{i}" for i in range(value.type.num_fields)), "_sink_value_null", "topic"]
+    flags = [value.is_null()] if flag else []
+    columns = [batch.column("key"), *fields, *flags, batch.column("topic")]
+    names = ["key", *(f"_sink_value_{i}" for i in range(value.type.num_fields)),
+             *(["_sink_value_null"] if flag else []), "topic"]
     return pa.RecordBatch.from_arrays(columns, names=names)
 
 
@@ -215,6 +217,25 @@ def test_the_writer_with_flat_batches_writes_what_it_writes_from_the_struct():
             cluster.close_producers()
 
     assert written_values(flattened(spark_batch(rows)), True) == written_values(spark_batch(rows), False)
+
+
+def test_a_struct_spark_says_is_never_null_goes_without_a_null_flag():
+    """``struct(...)`` is not nullable in Spark's schema: the tasks get its fields alone (one
+    column fewer for Spark to export per row) and write the same records."""
+    config = SinkConfig.from_options(FRAMED)
+    never_null = T.StructType([T.StructField("key", T.StringType()), T.StructField("value", USER, False),
+                               T.StructField("topic", T.StringType())])
+    written = validate_schema(never_null, config)
+    assert not written.value_encoder.nullable and validate_schema(FRAME, config).value_encoder.nullable
+    encoder = written.value_encoder
+    formats = tuple((topic, encoder.template.with_schema_id(schema_id)) for topic, schema_id in IDS.items())
+    written = dataclasses.replace(written, value_encoder=dataclasses.replace(encoder, by_topic=formats))
+    (spec,) = flat_structs(written)
+    assert spec.nulls is None and spec.columns == ("_sink_value_0", "_sink_value_1", "_sink_value_2")
+    batch = spark_batch([("k0", 0, "a", "t"), ("k1", 1, "b", "u")])
+    rebuilt = spec.rebuild(flattened(batch, flag=False))
+    assert rebuilt.schema.names == ["key", "value", "topic"] and rebuilt.to_pylist() == batch.to_pylist()
+    assert rebuilt.column("value").null_count == 0
 
 
 def unscaled(column: pa.Array) -> pa.Array:
