@@ -421,6 +421,7 @@ class Report:
     rows: int
     settings: dict[str, str]
     packages: dict[str, Any] | None
+    spark_conf: dict[str, str]
     spark_schema: str | None
     best: list[Attempt]
     attempts: list[Attempt] = field(default_factory=list)
@@ -434,6 +435,8 @@ def run(args: argparse.Namespace, bootstrap: str, broker_pid: int | None, regist
     (interleaved), read a sample of each kept write back; stop Spark in ``finally``."""
     wants_spark = "spark-avro" in args.contenders
     spark, connector = start_session(args.package_versions if wants_spark else [], packages())
+    for name, value in args.spark_conf.items():
+        spark.conf.set(name, value)
     resolved = resolved_versions(spark) if connector is not None and connector.available else ""
     if connector is not None:
         print(connector.summary() + (f"; resolved: {resolved}" if resolved else ""), flush=True)
@@ -480,7 +483,8 @@ def run(args: argparse.Namespace, bootstrap: str, broker_pid: int | None, regist
     chosen = [best([a for a, _ in attempts[c]]) for c in args.contenders]
     chosen = [replace(a, detail="; ".join(filter(None, [a.detail, _check_note(checks.get(a.contender))])))
               for a in chosen]
-    return Report(args.rows, settings.as_properties(), asdict(connector) if connector else None, spark_schema,
+    return Report(args.rows, settings.as_properties(), asdict(connector) if connector else None,
+                  dict(args.spark_conf), spark_schema,
                   chosen, [a for c in args.contenders for a, _ in attempts[c]], checks,
                   ratios(chosen, RATIO_PAIRS))
 
@@ -497,14 +501,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows in the cached DataFrame (1,000,000)")
     parser.add_argument("--contenders", default=",".join(CONTENDERS), help=f"comma list of {', '.join(CONTENDERS)}")
     parser.add_argument("--max-seconds", type=float, default=180.0, help="cap per contender and attempt (180)")
-    parser.add_argument("--repeat", type=int, default=1, help="attempts per contender, the best one kept (1)")
+    parser.add_argument("--repeat", type=int, default=3, help="attempts per contender, interleaved, the best one kept (3)")
     parser.add_argument("--codec", default="none", choices=CODECS, help="compression.type of both (none)")
     parser.add_argument("--sample", type=int, default=SAMPLE, help=f"records read back per contender ({SAMPLE})")
     parser.add_argument("--package-version", metavar="V[,V...]", default=None,
                         help="version(s) of spark-avro and the Kafka connector to try, in order (pyspark's own, "
                              "then the earlier minor lines of its major)")
+    parser.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[],
+                        help="a Spark SQL setting for the session, e.g. "
+                             "spark.sql.execution.arrow.maxBytesPerBatch=2147483647 (repeatable)")
     parser.add_argument("--json", metavar="OUT", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
+    pairs = [item.partition("=") for item in args.spark_conf]
+    if any(not key.strip() or not sep for key, sep, _ in pairs):
+        parser.error(f"--spark-conf takes KEY=VALUE, got {args.spark_conf}")
+    args.spark_conf = {key.strip(): value.strip() for key, _, value in pairs}
     if args.package_version is None:
         import pyspark
 
@@ -539,7 +550,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.rows:,} rows of a 10-field record, generated in Spark and cached, {DF_PARTITIONS} partitions, "
           f"Spark local[2]; one embedded broker, a fresh {TOPIC_PARTITIONS}-partition topic per contender; "
           "producer settings: " + " ".join(f"{k}={v}" for k, v in settings.items()) +
-          f"; cap {args.max_seconds:.0f} s; best of {args.repeat}; {args.sample} records read back each",
+          f"; cap {args.max_seconds:.0f} s; best of {args.repeat}; {args.sample} records read back each" +
+          "".join(f"; {key}={value}" for key, value in args.spark_conf.items()),
           flush=True)
     with ExitStack() as stack:
         kafka = stack.enter_context(EmbeddedKafka(1))

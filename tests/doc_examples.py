@@ -130,14 +130,15 @@ def runnable(blocks: tuple[Block, ...]) -> tuple[Block, ...]:
 
 def broker_topics(blocks: tuple[Block, ...]) -> tuple[TopicSpec, ...]:
     """The ``--topic`` arguments of every ``spark-kafka-sink broker`` command in the shell
-    blocks, each name once (the first partition count given wins)."""
+    blocks and the topics of every ``spark-kafka-sink topics create``, each name once (the first
+    partition count given wins)."""
     found: dict[str, TopicSpec] = {}
     for block in blocks:
         if block.language not in _SHELL:
             continue
-        for command in broker_commands(block):
-            for spec in command_topics(command):
-                found.setdefault(spec.name, spec)
+        for spec in [spec for command in broker_commands(block) for spec in command_topics(command)] + \
+                [spec for command in create_commands(block) for spec in created_topics(command)]:
+            found.setdefault(spec.name, spec)
     return tuple(found.values())
 
 
@@ -152,6 +153,35 @@ def broker_commands(block: Block) -> list[list[str]]:
                 commands.append(words[i:])
                 break
     return commands
+
+
+def create_commands(block: Block) -> list[list[str]]:
+    """The ``spark-kafka-sink topics create ...`` command lines of a shell block, from
+    ``create`` on."""
+    commands = []
+    for line in block.code.splitlines():
+        words = shlex.split(line, comments=True)
+        for i, word in enumerate(words[:-2]):
+            if Path(word).name == "spark-kafka-sink" and words[i + 1:i + 3] == ["topics", "create"]:
+                commands.append(words[i + 2:])
+                break
+    return commands
+
+
+_CREATE_VALUED = {"--replication-factor", "--config", "--bootstrap-server", "--property", "--config-file",
+                  "--timeout"}
+"""The options of ``topics create`` that take the next word as their value."""
+
+
+def created_topics(command: list[str]) -> list[TopicSpec]:
+    """The ``NAME[:PARTITIONS]`` arguments of a ``topics create`` command (from ``create`` on)."""
+    specs, words = [], iter(command[1:])
+    for word in words:
+        if word in _CREATE_VALUED:
+            next(words, None)
+        elif not word.startswith("-"):
+            specs.append(topic_spec(word))
+    return specs
 
 
 def command_topics(command: list[str]) -> list[TopicSpec]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime
 from decimal import Decimal
 
+import pytest
+
 from bench.avro_encode import first_difference
 from bench.avro_spark import comparable, compare, default_versions
 
@@ -58,3 +60,15 @@ def test_the_first_differing_frame_and_a_missing_one_are_found():
     assert first_difference([b"a", b"b"], [b"a", b"b"]) is None
     assert first_difference([b"a", b"b"], [b"a", b"c"]) == 1
     assert first_difference([b"a", b"b"], [b"a"]) == 1
+
+
+def test_spark_settings_are_parsed_as_key_value_pairs_and_a_bare_word_is_refused(capsys):
+    from bench.avro_spark import parse_args
+
+    args = parse_args(["--spark-conf", "spark.sql.execution.arrow.maxBytesPerBatch=2147483647",
+                       "--spark-conf", " a.b = c=d "])
+    assert args.spark_conf == {"spark.sql.execution.arrow.maxBytesPerBatch": "2147483647", "a.b": "c=d"}
+    assert parse_args([]).spark_conf == {}
+    with pytest.raises(SystemExit):
+        parse_args(["--spark-conf", "spark.sql.shuffle.partitions"])
+    assert "--spark-conf takes KEY=VALUE" in capsys.readouterr().err

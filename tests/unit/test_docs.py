@@ -221,6 +221,14 @@ def test_the_topics_a_page_asks_for_come_from_its_broker_commands():
     assert doc_examples.command_port(doc_examples.broker_commands(blocks[0])[0]) == 9092
 
 
+def test_the_topics_a_page_creates_with_the_cli_are_created_too():
+    blocks = parse(PAGE + "```sh\nspark-kafka-sink topics create --if-not-exists clicks:3 audit "
+                   "--config retention.ms=1000 --bootstrap-server 127.0.0.1:9092  # two topics\n```\n",
+                   "page.md")
+    assert [(spec.name, spec.partitions) for spec in doc_examples.broker_topics(blocks)] == [
+        ("events", 3), ("events.dlq", 1), ("clicks", 3), ("audit", 1)]
+
+
 def test_the_broker_and_registry_addresses_are_rebound_and_nothing_else():
     code = 'a = "127.0.0.1:9092"; b = "http://127.0.0.1:8081"; c = "127.0.0.1:90921"'
     assert doc_examples.rebind(code, "127.0.0.1:4000", "http://127.0.0.1:5000/apis/ccompat/v7") == (
