@@ -64,6 +64,8 @@ def add_serve_parsers(commands) -> None:
                                "exit); kept on exit when given")
     registry.add_argument("--cache-dir", metavar="D",
                           help="cache root (default $SPARK_KAFKA_SINK_CACHE or ~/.cache/spark-kafka-sink)")
+    registry.add_argument("--port", type=port_number, metavar="P",
+                          help="the port of its API (default: a free port); 8081 is Confluent's usual one")
     registry.add_argument("--heap", default="128m", help="JVM heap (default 128m)")
     registry.set_defaults(run=_run_schema_registry)
 
@@ -107,7 +109,7 @@ def _run_broker(args: argparse.Namespace) -> int:
 def _run_schema_registry(args: argparse.Namespace) -> int:
     from ..testing import SchemaRegistry
 
-    registry = SchemaRegistry(work_dir=args.work_dir, cache_dir=args.cache_dir, heap=args.heap)
+    registry = SchemaRegistry(work_dir=args.work_dir, cache_dir=args.cache_dir, heap=args.heap, port=args.port)
 
     def report() -> None:
         say(f"schema.registry.url={registry.url}")

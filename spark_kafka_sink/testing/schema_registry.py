@@ -7,7 +7,8 @@ It runs Apicurio Registry 3 (Apache 2.0), fetched from Maven Central once into t
 cache (``spark_kafka_sink.embedded.apicurio``), as ``java -jar quarkus-run.jar`` on Java 21 or
 later: ``$SPARK_KAFKA_SINK_REGISTRY_JAVA``, ``JAVA_HOME``, ``PATH``, then the system's JVM
 directories. Its storage is in memory (H2), so every start is empty. The HTTP API and the
-management interface both bind 127.0.0.1, each on a free port. ``url`` is the Confluent-compatible
+management interface both bind 127.0.0.1, each on a free port (the API on ``port`` when given:
+one already taken is a ``PortInUseError`` before anything starts). ``url`` is the Confluent-compatible
 API (``/apis/ccompat/v7``) that Confluent's clients and serializers speak.
 
 The JVM gets a small heap, the C1 compiler only and an AppCDS archive of its classes (dumped by the
@@ -38,7 +39,7 @@ from ..embedded.config import HOST
 from ..embedded.errors import RegistryStartError, tail
 from ..embedded.java import service_flags
 from ..embedded.node import launch_jvm, stop_jvm
-from ..embedded.ports import free_ports
+from ..embedded.ports import check_free, free_ports
 
 CCOMPAT_PATH = "/apis/ccompat/v7"
 _POLL_S = 0.1
@@ -56,16 +57,19 @@ class SchemaRegistry:
     removed at close). ``cache_dir``: the cache root (default: the Kafka jars'). ``heap``: the JVM
     heap. ``java_options``: extra JVM flags, after ours. ``properties``: extra Apicurio or Quarkus
     configuration (``-D`` system properties; one of ours named again takes the caller's value;
-    the log names them without their values).
+    the log names them without their values). ``port``: the HTTP API's port (default: a free one).
     """
 
     def __init__(self, *, version: str = DEFAULT_APICURIO_VERSION, java: str | None = None,
                  work_dir: str | Path | None = None, cache_dir: str | Path | None = None,
                  heap: str = DEFAULT_HEAP, java_options: Sequence[str] = (),
                  properties: Mapping[str, object] | None = None, start_timeout_s: float = 90.0,
-                 clock: Clock = SYSTEM_CLOCK):
+                 clock: Clock = SYSTEM_CLOCK, port: int | None = None):
         if start_timeout_s <= 0:
             raise ValueError(f"start_timeout_s must be positive, got {start_timeout_s}")
+        if port is not None and not 1 <= port <= 65535:
+            raise ValueError(f"port must be 1-65535, got {port}")
+        self._fixed_port = port
         self.version = version
         self.heap = heap
         self.start_timeout_s = start_timeout_s
@@ -101,7 +105,12 @@ class SchemaRegistry:
         self.app = resolve_apicurio(self.version, self._cache_dir)
         try:
             self.directory = self._make_directory()
-            self.port, self.management_port = free_ports(2)
+            if self._fixed_port is None:
+                self.port, self.management_port = free_ports(2)
+            else:
+                check_free(self._fixed_port, "the schema registry's port")
+                self.port = self._fixed_port
+                self.management_port = next(p for p in free_ports(2) if p != self._fixed_port)
             self._cds = cds.plan_in(self.app.directory / "cds", java, "registry")
             settings = self._settings()
             flags = [*service_flags(self.heap, self._java_options), *self._cds.flags,

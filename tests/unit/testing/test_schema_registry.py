@@ -19,7 +19,8 @@ import pytest
 from spark_kafka_sink import cli
 from spark_kafka_sink.cli import serve
 from spark_kafka_sink.embedded import DEFAULT_APICURIO_VERSION, RegistryStartError
-from spark_kafka_sink.embedded.ports import check_free
+from spark_kafka_sink.embedded.errors import PortInUseError
+from spark_kafka_sink.embedded.ports import check_free, free_ports
 from spark_kafka_sink.testing import SchemaRegistry
 
 # Says it is Java 25 when asked; else answers 503 once, then 200 on the ccompat subjects path,
@@ -192,3 +193,25 @@ def test_the_cli_prints_the_url_and_stops_the_registry_on_sigint(tmp_path, cache
     pid = int(re.search(r", pid (\d+), ", "\n".join(said)).group(1))
     assert _gone(pid) and said[-2:] == ["Stopping...", "Stopped."]
     assert (tmp_path / "work" / "registry.log").is_file()  # a given --work-dir is kept
+
+
+def test_a_given_port_serves_the_api_and_a_taken_one_is_refused_before_any_launch(tmp_path, cache, monkeypatch):
+    java = _script(tmp_path / "java", f"#!{sys.executable}\n{FAKE_REGISTRY}")
+    (port,) = free_ports(1)
+    with SchemaRegistry(java=java, cache_dir=cache, port=port, start_timeout_s=5) as registry:
+        assert registry.url == f"http://127.0.0.1:{port}/apis/ccompat/v7" and registry.management_port != port
+    with pytest.raises(ValueError, match="port must be 1-65535, got 0"):
+        SchemaRegistry(port=0)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        registry = SchemaRegistry(java=java, cache_dir=cache, port=busy)
+        with pytest.raises(PortInUseError, match=f"the schema registry's port 127.0.0.1:{busy} is already in use"):
+            registry.start()
+        assert registry.pid is None and not registry.is_alive
+        said: list[str] = []
+        monkeypatch.setattr(serve, "say", lambda text, err=False: said.append(text))
+        monkeypatch.setenv("SPARK_KAFKA_SINK_REGISTRY_JAVA", java)
+        assert cli.main(["schema-registry", "--port", str(busy), "--cache-dir", str(cache)]) == 1
+        assert any(f"127.0.0.1:{busy} is already in use" in line for line in said), said
