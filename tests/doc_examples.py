@@ -10,9 +10,10 @@ cannot run here::
 A marker without a reason, or one that no ``python`` block follows, is a :class:`MarkerError`.
 The README's quickstart (the blocks under ``## Quickstart``) is run by its own test, as a user
 pastes it (``tests/spark/test_quickstart.py``). A page names the broker it expects in a shell
-block (``spark-kafka-sink broker --port 9092 --topic events:3 ...``): its ``--topic`` arguments
-are the topics the runner creates first, and :data:`BROKER_ADDRESS` (and :data:`REGISTRY_URL`)
-in the Python blocks are rebound to the suite's broker (and schema registry).
+block (``spark-kafka-sink broker --port 9092 --topic events:3 ...``): its ``--topic`` arguments,
+and the topics of a ``spark-kafka-sink topics create`` line, are the topics the runner creates
+first, and :data:`BROKER_ADDRESS` (and :data:`REGISTRY_URL`) in the Python blocks are rebound to
+the suite's broker (and schema registry).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from spark_kafka_sink.cli import TopicSpec, topic_spec
 
@@ -155,33 +157,47 @@ def broker_commands(block: Block) -> list[list[str]]:
     return commands
 
 
-def create_commands(block: Block) -> list[list[str]]:
-    """The ``spark-kafka-sink topics create ...`` command lines of a shell block, from
-    ``create`` on."""
+def create_commands(block: Block) -> list[Any]:
+    """The ``spark-kafka-sink topics create ...`` commands of a shell block, each parsed by the
+    CLI's own parser (up to a shell operator: ``&&``, ``|``, ``;``, a redirection); one it
+    refuses is a ``ValueError`` naming the block."""
+    from spark_kafka_sink.cli import build_parser
+
     commands = []
     for line in block.code.splitlines():
-        words = shlex.split(line, comments=True)
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        lexer.commenters = "#"
+        words = list(lexer)
         for i, word in enumerate(words[:-2]):
             if Path(word).name == "spark-kafka-sink" and words[i + 1:i + 3] == ["topics", "create"]:
-                commands.append(words[i + 2:])
+                args = _before_operator(words[i + 1:])
+                try:
+                    commands.append(build_parser().parse_args(args))
+                except SystemExit:
+                    raise ValueError(f"{block.where}: the CLI refuses `spark-kafka-sink {' '.join(args)}`") from None
                 break
     return commands
 
 
-_CREATE_VALUED = {"--replication-factor", "--config", "--bootstrap-server", "--property", "--config-file",
-                  "--timeout"}
-"""The options of ``topics create`` that take the next word as their value."""
+_OPERATOR_CHARS = set("();<>|&")
+"""What shell operators and redirections are made of (``shlex``'s punctuation characters)."""
 
 
-def created_topics(command: list[str]) -> list[TopicSpec]:
-    """The ``NAME[:PARTITIONS]`` arguments of a ``topics create`` command (from ``create`` on)."""
-    specs, words = [], iter(command[1:])
-    for word in words:
-        if word in _CREATE_VALUED:
-            next(words, None)
-        elif not word.startswith("-"):
-            specs.append(topic_spec(word))
-    return specs
+def _before_operator(words: list[str]) -> list[str]:
+    """``words`` up to the first shell operator; a file descriptor's number before a redirection
+    (``2>/dev/null``) is the redirection's, not an argument."""
+    for at, word in enumerate(words):
+        if set(word) <= _OPERATOR_CHARS:
+            if word[0] in "<>" and at and words[at - 1].isdigit():
+                at -= 1
+            return words[:at]
+    return words
+
+
+def created_topics(command: Any) -> list[TopicSpec]:
+    """The topics of a parsed ``topics create`` command."""
+    return list(command.topics)
 
 
 def command_topics(command: list[str]) -> list[TopicSpec]:
@@ -208,8 +224,8 @@ def command_port(command: list[str]) -> int | None:
 def rebind(code: str, bootstrap: str, registry_url: str | None = None) -> str:
     """``code`` with :data:`BROKER_ADDRESS` (and :data:`REGISTRY_URL`) replaced by the suite's."""
     code = re.sub(re.escape(BROKER_ADDRESS) + r"(?!\d)", bootstrap, code)
-    if registry_url is not None:
-        code = re.sub(re.escape(REGISTRY_URL) + r"(?!\d)", registry_url, code)
+    if registry_url is not None:  # with Apicurio's Confluent-compatible path or without
+        code = re.sub(re.escape(REGISTRY_URL) + r"(?:/apis/ccompat/v7)?(?![\w/])", registry_url, code)
     return code
 
 

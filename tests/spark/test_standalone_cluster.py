@@ -122,8 +122,12 @@ def test_the_stream_job_on_two_executors_pools_one_producer_per_python_worker(cl
     totals = _check_every_event_once(kafka, job, metrics)
 
     (app_id,) = _app_ids(cluster) - before
-    tasks = _tasks_by_executor(cluster, app_id)
-    assert len(tasks) == 2 and all(tasks.values()), f"tasks did not run on both executors: {tasks}"
+    # Executors that ran no task are left out: when the driver stops, its executors may exit before
+    # the app unregisters, and the master then launches a replacement on each worker that the
+    # driver never uses (a race of Spark's standalone shutdown, more likely on a busy machine).
+    every = _tasks_by_executor(cluster, app_id)
+    tasks = {executor: count for executor, count in every.items() if count}
+    assert len(tasks) == 2, f"tasks did not run on both executors: {every}"
     # 3 micro-batches of 2 files, a task per file: the driver summed the metrics of all 6 tasks
     assert totals["task-total"] == 6 and metrics["batches"] == 3
     # with reused Python workers, each executor's worker created its producer once and kept it

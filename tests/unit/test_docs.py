@@ -227,9 +227,18 @@ def test_the_topics_a_page_creates_with_the_cli_are_created_too():
                    "page.md")
     assert [(spec.name, spec.partitions) for spec in doc_examples.broker_topics(blocks)] == [
         ("events", 3), ("events.dlq", 1), ("clicks", 3), ("audit", 1)]
+    shell = parse("```sh\nspark-kafka-sink topics create a:2 2>/dev/null && echo done | tee log; b\n"
+                  ".venv/bin/spark-kafka-sink topics create c --config x=y=z\n```\n", "page.md")
+    assert [(spec.name, spec.partitions) for spec in doc_examples.broker_topics(shell)] == [("a", 2), ("c", 1)]
+    refused = parse("```sh\nspark-kafka-sink topics create 'bad topic'\n```\n", "page.md")
+    with pytest.raises(ValueError, match="page.md, the sh block at line 1: the CLI refuses"):
+        doc_examples.broker_topics(refused)
 
 
 def test_the_broker_and_registry_addresses_are_rebound_and_nothing_else():
     code = 'a = "127.0.0.1:9092"; b = "http://127.0.0.1:8081"; c = "127.0.0.1:90921"'
     assert doc_examples.rebind(code, "127.0.0.1:4000", "http://127.0.0.1:5000/apis/ccompat/v7") == (
         'a = "127.0.0.1:4000"; b = "http://127.0.0.1:5000/apis/ccompat/v7"; c = "127.0.0.1:90921"')
+    apicurio = 'u = "http://127.0.0.1:8081/apis/ccompat/v7"; v = "http://127.0.0.1:80811"'
+    assert doc_examples.rebind(apicurio, "127.0.0.1:4000", "http://127.0.0.1:5000/apis/ccompat/v7") == (
+        'u = "http://127.0.0.1:5000/apis/ccompat/v7"; v = "http://127.0.0.1:80811"')
