@@ -242,3 +242,17 @@ def test_the_broker_and_registry_addresses_are_rebound_and_nothing_else():
     apicurio = 'u = "http://127.0.0.1:8081/apis/ccompat/v7"; v = "http://127.0.0.1:80811"'
     assert doc_examples.rebind(apicurio, "127.0.0.1:4000", "http://127.0.0.1:5000/apis/ccompat/v7") == (
         'u = "http://127.0.0.1:5000/apis/ccompat/v7"; v = "http://127.0.0.1:80811"')
+
+
+def test_the_pages_that_run_agree_on_each_topics_partition_count():
+    """The runner shares one broker across pages and creates each page's topics first: a topic
+    another page made with another partition count would stay as that page made it (a page that
+    reads the partitions it asked for would then wait out its read)."""
+    asked: dict[str, set[tuple[int, str]]] = {}
+    for path in doc_examples.pages():
+        blocks = doc_examples.page_blocks(path)
+        if doc_examples.runnable(blocks):
+            for spec in doc_examples.broker_topics(blocks):
+                asked.setdefault(spec.name, set()).add((spec.partitions, doc_examples.relative(path)))
+    assert asked and {name: sorted(pages) for name, pages in asked.items()
+                      if len({count for count, _ in pages}) > 1} == {}
