@@ -120,11 +120,21 @@ def test_await_topic_returns_at_once_when_known():
     assert snap.partition_count("t") == 3 and md.topics == ("t",)
 
 
-def _update_later(md: Metadata, resp, delay_s: float = 0.05, times: int = 1) -> threading.Thread:
+def _update_later(md: Metadata, resp, wakes: list | None = None) -> threading.Thread:
+    """A thread that answers ``resp`` as the sender does: once a waiter has asked for an update
+    (the metadata's waker called; ``wakes`` records the calls). An answer that came before the
+    waiter asked would be the one it already saw, and it would wait for the next."""
+    asked = threading.Event()
+
+    def waker() -> None:
+        if wakes is not None:
+            wakes.append(1)
+        asked.set()
+
     def run():
-        for _ in range(times):
-            time.sleep(delay_s)
+        if asked.wait(5):
             md.update(resp, 0)
+    md.set_waker(waker)
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
@@ -134,8 +144,7 @@ def test_await_topic_waits_for_the_update_that_brings_it():
     clock = FakeClock()
     md = make()
     wakes = []
-    md.set_waker(lambda: wakes.append(1))
-    thread = _update_later(md, response({"t": 4}))
+    thread = _update_later(md, response({"t": 4}), wakes)
     snap = md.await_topic("t", 10_000, clock)
     thread.join(5)
     assert snap.partition_count("t") == 4 and wakes
